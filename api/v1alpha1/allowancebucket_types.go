@@ -1,0 +1,125 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// AllowanceBucketSpec identifies what a bucket counts: one consumer, one
+// resource type, one set of dimensions. It never changes after creation.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+type AllowanceBucketSpec struct {
+	// ConsumerRef is the consumer whose usage the bucket counts.
+	ConsumerRef ConsumerRef `json:"consumerRef"`
+	// ResourceType is the resource type the bucket counts.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ResourceType string `json:"resourceType"`
+	// Dimensions are the dimension values the bucket counts.
+	// +optional
+	Dimensions map[string]string `json:"dimensions,omitempty"`
+}
+
+// ContributingGrantRef records one grant's contribution to a bucket's limit.
+type ContributingGrantRef struct {
+	// Name of the ResourceGrant.
+	Name string `json:"name"`
+	// Namespace of the ResourceGrant.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Amount the grant contributes.
+	Amount int64 `json:"amount"`
+	// ObservedGeneration of the grant when its amount was read.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// Reservation holds an amount for an object that was admitted but is not yet
+// known to exist. It becomes an allocation when the object appears, and is
+// returned when it expires.
+type Reservation struct {
+	// ID is the claim id the amount was reserved under.
+	ID string `json:"id"`
+	// Object is the object the amount was reserved for.
+	Object ObjectRef `json:"object"`
+	// Amount reserved.
+	// +kubebuilder:validation:Minimum=0
+	Amount int64 `json:"amount"`
+	// ExpiresAt is when the reservation is returned unless realized.
+	ExpiresAt metav1.Time `json:"expiresAt"`
+}
+
+// Allocation records one claim's amount in a bucket, so that allocating and
+// releasing by claim id are idempotent across processes and restarts.
+type Allocation struct {
+	// ID is the claim id.
+	ID string `json:"id"`
+	// Amount allocated.
+	// +kubebuilder:validation:Minimum=0
+	Amount int64 `json:"amount"`
+}
+
+// AllowanceBucketStatus is the source of truth for a bucket's usage.
+type AllowanceBucketStatus struct {
+	// Limit is the sum of every active grant amount that applies to the bucket.
+	Limit int64 `json:"limit"`
+	// Allocated is the sum of the allocations.
+	Allocated int64 `json:"allocated"`
+	// Reserved is the sum of the reservations.
+	Reserved int64 `json:"reserved"`
+	// Available is limit - allocated - reserved, never below zero.
+	Available int64 `json:"available"`
+	// ClaimCount is the number of allocations.
+	// +optional
+	ClaimCount int32 `json:"claimCount,omitempty"`
+	// GrantCount is the number of contributing grants.
+	// +optional
+	GrantCount int32 `json:"grantCount,omitempty"`
+	// ContributingGrantRefs are the grants that make up the limit.
+	// +listType=atomic
+	// +optional
+	ContributingGrantRefs []ContributingGrantRef `json:"contributingGrantRefs,omitempty"`
+	// Reservations are amounts held for admitted objects not yet realized.
+	// +listType=map
+	// +listMapKey=id
+	// +optional
+	Reservations []Reservation `json:"reservations,omitempty"`
+	// Allocations are the claims counted in allocated.
+	// +listType=map
+	// +listMapKey=id
+	// +optional
+	Allocations []Allocation `json:"allocations,omitempty"`
+	// Conditions: OverLimit.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// AllowanceBucket counts one consumer's usage of one resource type in one set
+// of dimensions. Its status is written only through the ledger.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=bucket,categories=quota
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
+// +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
+// +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.limit`
+// +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`
+// +kubebuilder:printcolumn:name="Reserved",type=integer,JSONPath=`.status.reserved`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.available`
+type AllowanceBucket struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   AllowanceBucketSpec   `json:"spec"`
+	Status AllowanceBucketStatus `json:"status,omitempty"`
+}
+
+// AllowanceBucketList is a list of AllowanceBuckets.
+// +kubebuilder:object:root=true
+type AllowanceBucketList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AllowanceBucket `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AllowanceBucket{}, &AllowanceBucketList{})
+}

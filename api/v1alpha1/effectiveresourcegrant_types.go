@@ -1,0 +1,76 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// EffectiveResourceGrantSpec names the consumer and resource type summarized.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+type EffectiveResourceGrantSpec struct {
+	// ConsumerRef is the consumer summarized.
+	ConsumerRef ConsumerRef `json:"consumerRef"`
+	// ResourceType is the resource type summarized.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ResourceType string `json:"resourceType"`
+}
+
+// BucketRef summarizes one bucket behind an effective grant.
+type BucketRef struct {
+	// Name of the AllowanceBucket.
+	Name string `json:"name"`
+	// Namespace of the AllowanceBucket.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Dimensions of the bucket.
+	// +optional
+	Dimensions map[string]string `json:"dimensions,omitempty"`
+	Limit      int64             `json:"limit"`
+	Allocated  int64             `json:"allocated"`
+	Reserved   int64             `json:"reserved"`
+	Available  int64             `json:"available"`
+}
+
+// EffectiveResourceGrantStatus totals a consumer's buckets of one resource type.
+type EffectiveResourceGrantStatus struct {
+	// TotalLimit is the sum of the bucket limits.
+	TotalLimit int64 `json:"totalLimit"`
+	// TotalAllocated is the sum of the bucket allocations.
+	TotalAllocated int64 `json:"totalAllocated"`
+	// TotalReserved is the sum of the bucket reservations.
+	TotalReserved int64 `json:"totalReserved"`
+	// Available is the sum of what each bucket still has available.
+	Available int64 `json:"available"`
+	// AllowanceBucketRefs are the buckets behind the totals.
+	// +listType=atomic
+	// +optional
+	AllowanceBucketRefs []BucketRef `json:"allowanceBucketRefs,omitempty"`
+}
+
+// EffectiveResourceGrant is the read-only view of a consumer's quota for one
+// resource type, kept in each namespace of the consumer for tenants to read.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=erg,categories=quota
+// +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
+// +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.totalLimit`
+// +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.totalAllocated`
+// +kubebuilder:printcolumn:name="Reserved",type=integer,JSONPath=`.status.totalReserved`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.available`
+type EffectiveResourceGrant struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   EffectiveResourceGrantSpec   `json:"spec"`
+	Status EffectiveResourceGrantStatus `json:"status,omitempty"`
+}
+
+// EffectiveResourceGrantList is a list of EffectiveResourceGrants.
+// +kubebuilder:object:root=true
+type EffectiveResourceGrantList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EffectiveResourceGrant `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EffectiveResourceGrant{}, &EffectiveResourceGrantList{})
+}

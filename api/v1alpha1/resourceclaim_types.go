@@ -1,0 +1,121 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// ClaimFinalizer holds a claim until its allocation has been returned to its buckets.
+const ClaimFinalizer = "quota.miloapis.com/resource-claim-cleanup"
+
+// ResourceClaimSpec asks for amounts of one or more resource types, all or nothing.
+// The spec cannot change once created: a different request is a different claim.
+// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
+type ResourceClaimSpec struct {
+	// ConsumerRef is the consumer whose quota is claimed.
+	ConsumerRef ConsumerRef `json:"consumerRef"`
+
+	// Requests are the amounts claimed, one per resource type.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=map
+	// +listMapKey=resourceType
+	Requests []ResourceRequest `json:"requests"`
+
+	// ResourceRef is the object the claim is for.
+	// +optional
+	ResourceRef *ObjectRef `json:"resourceRef,omitempty"`
+}
+
+// ResourceRequest asks for an amount of one resource type.
+type ResourceRequest struct {
+	// ResourceType names an active ResourceRegistration's resourceType.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ResourceType string `json:"resourceType"`
+
+	// Amount in the registration's base unit.
+	// +kubebuilder:validation:Minimum=1
+	Amount int64 `json:"amount"`
+
+	// Dimensions place the request in a bucket, such as a location; keys must be
+	// declared by the registration.
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	Dimensions map[string]string `json:"dimensions,omitempty"`
+}
+
+// AllocationStatus is the per-request outcome of a claim.
+// +kubebuilder:validation:Enum=Granted;Denied;Pending
+type AllocationStatus string
+
+const (
+	AllocationGranted AllocationStatus = "Granted"
+	AllocationDenied  AllocationStatus = "Denied"
+	AllocationPending AllocationStatus = "Pending"
+)
+
+// RequestAllocation is the decision on one request of a claim.
+type RequestAllocation struct {
+	// ResourceType of the request this decision is for.
+	ResourceType string `json:"resourceType"`
+	// Status of the request: Granted, Denied or Pending.
+	Status AllocationStatus `json:"status"`
+	// Reason is a CamelCase reason for the status.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message explains the status with the numbers that decided it.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// AllocatedAmount is the amount taken from the bucket; zero unless granted.
+	// +optional
+	AllocatedAmount int64 `json:"allocatedAmount,omitempty"`
+	// AllocatingBucket is the name of the AllowanceBucket the amount came from.
+	// +optional
+	AllocatingBucket string `json:"allocatingBucket,omitempty"`
+	// LastTransitionTime is when the status last changed.
+	// +optional
+	LastTransitionTime metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// ResourceClaimStatus reports the decision on a claim.
+type ResourceClaimStatus struct {
+	// ObservedGeneration is the generation the decision describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Allocations are the decisions per request.
+	// +listType=map
+	// +listMapKey=resourceType
+	// +optional
+	Allocations []RequestAllocation `json:"allocations,omitempty"`
+	// Conditions: Granted.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ResourceClaim asks for quota on behalf of an object; it is granted all or nothing.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rclaim,categories=quota
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
+// +kubebuilder:printcolumn:name="Granted",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].reason`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ResourceClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ResourceClaimSpec   `json:"spec"`
+	Status ResourceClaimStatus `json:"status,omitempty"`
+}
+
+// ResourceClaimList is a list of ResourceClaims.
+// +kubebuilder:object:root=true
+type ResourceClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ResourceClaim `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ResourceClaim{}, &ResourceClaimList{})
+}

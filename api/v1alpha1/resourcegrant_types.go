@@ -1,0 +1,82 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// ResourceGrantSpec gives a consumer allowances of one or more resource types.
+type ResourceGrantSpec struct {
+	// ConsumerRef is the consumer that receives the allowances.
+	ConsumerRef ConsumerRef `json:"consumerRef"`
+
+	// Allowances are the amounts granted, per resource type.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=map
+	// +listMapKey=resourceType
+	Allowances []Allowance `json:"allowances"`
+}
+
+// Allowance grants amounts of one resource type.
+type Allowance struct {
+	// ResourceType names an active ResourceRegistration's resourceType.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ResourceType string `json:"resourceType"`
+
+	// Buckets are the amounts granted, each for the dimensions its selector matches.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	Buckets []GrantBucket `json:"buckets"`
+}
+
+// GrantBucket is an amount granted to every bucket whose dimensions match the selector.
+type GrantBucket struct {
+	// Amount in the registration's base unit.
+	// +kubebuilder:validation:Minimum=0
+	Amount int64 `json:"amount"`
+
+	// DimensionSelector selects the bucket dimensions this amount applies to;
+	// empty or absent selects every bucket of the resource type.
+	// +optional
+	DimensionSelector *metav1.LabelSelector `json:"dimensionSelector,omitempty"`
+}
+
+// ResourceGrantStatus reports whether the grant counts toward limits.
+type ResourceGrantStatus struct {
+	// ObservedGeneration is the generation the conditions describe.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Active.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ResourceGrant gives a consumer quota. Grants for the same consumer and resource type add up.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rgrant,categories=quota
+// +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
+// +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ResourceGrant struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ResourceGrantSpec   `json:"spec"`
+	Status ResourceGrantStatus `json:"status,omitempty"`
+}
+
+// ResourceGrantList is a list of ResourceGrants.
+// +kubebuilder:object:root=true
+type ResourceGrantList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ResourceGrant `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ResourceGrant{}, &ResourceGrantList{})
+}

@@ -1,0 +1,32 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// ErrOverflow is wrapped by every error caused by int64 overflow. Quota
+// amounts are summed in many places (grants into a limit, entries into
+// allocated/reserved, requests for the same bucket); a wrapped-around sum would
+// silently turn "far too much" into "plenty left", so overflow is always an
+// error and never saturates.
+var ErrOverflow = errors.New("int64 overflow")
+
+// checkedAdd returns a+b, or an error wrapping ErrOverflow if the sum does not
+// fit in an int64.
+func checkedAdd(a, b int64) (int64, error) {
+	if (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b) {
+		return 0, fmt.Errorf("%w: %d + %d", ErrOverflow, a, b)
+	}
+	return a + b, nil
+}
+
+// checkedSub returns a-b, or an error wrapping ErrOverflow if the difference
+// does not fit in an int64.
+func checkedSub(a, b int64) (int64, error) {
+	if (b < 0 && a > math.MaxInt64+b) || (b > 0 && a < math.MinInt64+b) {
+		return 0, fmt.Errorf("%w: %d - %d", ErrOverflow, a, b)
+	}
+	return a - b, nil
+}

@@ -1,0 +1,108 @@
+package ledger
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// Bucket is the full persisted state of one bucket. Allocated and reserved
+// totals are derived from the per-claim entries rather than stored, so that
+// the entries are the single source of truth and an idempotent replay can
+// never double count.
+type Bucket struct {
+	Key          BucketKey
+	Limit        int64
+	Grants       []GrantContribution
+	Allocations  map[string]int64       // claim id -> amount
+	Reservations map[string]Reservation // claim id -> reservation
+}
+
+// DeepCopy returns a copy sharing no mutable state with b. Reservation and
+// GrantContribution hold only values, so cloning the containers is enough,
+// which keeps the copy cheap on the hot path.
+func (b Bucket) DeepCopy() Bucket {
+	out := b
+	out.Grants = slices.Clone(b.Grants)
+	out.Allocations = maps.Clone(b.Allocations)
+	out.Reservations = maps.Clone(b.Reservations)
+	return out
+}
+
+// Allocated is the checked sum of all allocations.
+func (b Bucket) Allocated() (int64, error) {
+	var sum int64
+	for _, amount := range b.Allocations {
+		var err error
+		if sum, err = checkedAdd(sum, amount); err != nil {
+			return 0, err
+		}
+	}
+	return sum, nil
+}
+
+// Reserved is the checked sum of all reservations, expired or not: a
+// reservation holds quota until Expire removes it, so every reader agrees on
+// the numbers regardless of its own clock.
+func (b Bucket) Reserved() (int64, error) {
+	var sum int64
+	for _, r := range b.Reservations {
+		var err error
+		if sum, err = checkedAdd(sum, r.Amount); err != nil {
+			return 0, err
+		}
+	}
+	return sum, nil
+}
+
+// Available is limit-allocated-reserved, never below 0 (a lowered limit may
+// leave a bucket over its limit; that is not negative room).
+func (b Bucket) Available() (int64, error) {
+	u, err := b.Usage()
+	return u.Available, err
+}
+
+// Usage returns all the numbers at once with checked arithmetic.
+func (b Bucket) Usage() (Usage, error) {
+	allocated, err := b.Allocated()
+	if err != nil {
+		return Usage{}, err
+	}
+	reserved, err := b.Reserved()
+	if err != nil {
+		return Usage{}, err
+	}
+	used, err := checkedAdd(allocated, reserved)
+	if err != nil {
+		return Usage{}, err
+	}
+	u := Usage{Limit: b.Limit, Allocated: allocated, Reserved: reserved}
+	if used < b.Limit {
+		if u.Available, err = checkedSub(b.Limit, used); err != nil {
+			return Usage{}, err
+		}
+	}
+	return u, nil
+}
+
+// holds reports whether the claim already has an entry here; such a bucket
+// counts as taken for that claim.
+func (b Bucket) holds(claimID string) bool {
+	if _, ok := b.Allocations[claimID]; ok {
+		return true
+	}
+	_, ok := b.Reservations[claimID]
+	return ok
+}
+
+// NextExpiry returns the earliest reservation expiry in b, if any.
+func NextExpiry(b Bucket) (time.Time, bool) {
+	var next time.Time
+	found := false
+	for _, r := range b.Reservations {
+		if !found || r.ExpiresAt.Before(next) {
+			next, found = r.ExpiresAt, true
+		}
+	}
+	return next, found
+}

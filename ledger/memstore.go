@@ -1,0 +1,103 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// MemoryStore is an in-memory Store. Each bucket has its own mutex, reached
+// through a sync.Map, so writers to different buckets never share a lock;
+// buckets are deep-copied in and out so no caller can alias stored state.
+type MemoryStore struct {
+	buckets sync.Map // BucketKey -> *memEntry
+}
+
+type memEntry struct {
+	mu     sync.Mutex
+	bucket Bucket
+	exists bool // false until the first successful Apply
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore() *MemoryStore { return &MemoryStore{} }
+
+func (s *MemoryStore) entry(key BucketKey) *memEntry {
+	if e, ok := s.buckets.Load(key); ok {
+		return e.(*memEntry)
+	}
+	e, _ := s.buckets.LoadOrStore(key, &memEntry{})
+	return e.(*memEntry)
+}
+
+// Apply runs mutate under the bucket's lock, so it never conflicts and mutate
+// runs exactly once.
+func (s *MemoryStore) Apply(ctx context.Context, key BucketKey, mutate func(*Bucket) error) (Bucket, error) {
+	if err := ctx.Err(); err != nil {
+		return Bucket{}, err
+	}
+	e := s.entry(key)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	work := Bucket{Key: key}
+	if e.exists {
+		work = e.bucket.DeepCopy()
+	}
+	if err := mutate(&work); err != nil {
+		return Bucket{}, err
+	}
+	if work.Key != key {
+		return Bucket{}, fmt.Errorf("mutate changed the key of bucket %s", key.Name())
+	}
+	e.bucket, e.exists = work.DeepCopy(), true
+	return work, nil
+}
+
+// Get returns a copy of the bucket.
+func (s *MemoryStore) Get(ctx context.Context, key BucketKey) (Bucket, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return Bucket{}, false, err
+	}
+	v, ok := s.buckets.Load(key)
+	if !ok {
+		return Bucket{}, false, nil
+	}
+	e := v.(*memEntry)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.exists {
+		return Bucket{}, false, nil
+	}
+	return e.bucket.DeepCopy(), true, nil
+}
+
+// List returns copies of every bucket sorted by Name, the order a Kubernetes
+// list would return them in. Each bucket is read atomically; the list as a
+// whole is not a snapshot, just as an informer's is not.
+func (s *MemoryStore) List(ctx context.Context) ([]Bucket, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	type named struct {
+		name   string
+		bucket Bucket
+	}
+	var all []named
+	s.buckets.Range(func(_, v any) bool {
+		e := v.(*memEntry)
+		e.mu.Lock()
+		if e.exists {
+			all = append(all, named{e.bucket.Key.Name(), e.bucket.DeepCopy()})
+		}
+		e.mu.Unlock()
+		return true
+	})
+	slices.SortFunc(all, func(a, b named) int { return strings.Compare(a.name, b.name) })
+	out := make([]Bucket, len(all))
+	for i, n := range all {
+		out[i] = n.bucket
+	}
+	return out, nil
+}

@@ -1,0 +1,22 @@
+package ledger
+
+import "context"
+
+// Store persists buckets. It is deliberately per-bucket: one atomic
+// read-modify-write of one bucket is exactly what a Kubernetes object with
+// resourceVersion compare-and-swap offers, and what a group-committing writer
+// can batch. Everything that spans buckets (all-or-nothing, rollback, ordering)
+// lives in the Ledger, so every Store implementation gets it for free.
+type Store interface {
+	// Apply reads the bucket (a zero Bucket with that key if absent), calls
+	// mutate on a private copy, and persists the result atomically. mutate may
+	// run more than once (on write conflict) and must be a pure function of
+	// the bucket it is given. If mutate returns an error, nothing is written
+	// for that call and the error is returned. Returns the bucket as
+	// persisted.
+	Apply(ctx context.Context, key BucketKey, mutate func(*Bucket) error) (Bucket, error)
+	// Get returns the bucket and whether it exists.
+	Get(ctx context.Context, key BucketKey) (Bucket, bool, error)
+	// List returns every bucket.
+	List(ctx context.Context) ([]Bucket, error)
+}

@@ -1,0 +1,88 @@
+package ledger
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Consumer is who consumes quota: typically a Project or an Organization.
+// Namespace is empty for cluster-scoped consumers.
+type Consumer struct {
+	APIGroup  string
+	Kind      string
+	Name      string
+	Namespace string
+}
+
+// ObjectRef is the object a claim is for. It is carried into reservations so
+// that an operator looking at a bucket can tell which pending object holds
+// quota.
+type ObjectRef struct {
+	APIGroup  string
+	Kind      string
+	Namespace string
+	Name      string
+	UID       string
+}
+
+// Request asks for Amount of ResourceType from Consumer's bucket selected by
+// Dimensions. Dimension keys and values must be valid label keys and values:
+// they are matched by grant label selectors and are encoded into the bucket
+// key's canonical "k=v,k=v" form, which is only unambiguous for label syntax.
+type Request struct {
+	Consumer     Consumer
+	ResourceType string
+	Amount       int64
+	Dimensions   map[string]string
+}
+
+// Claim is the unit of all-or-nothing admission. ID is the idempotency key:
+// every bucket entry the claim creates is stored under it, so replays,
+// realization and release all find their entries by ID alone.
+type Claim struct {
+	ID       string
+	Object   ObjectRef
+	Requests []Request
+}
+
+// Grant is one amount of quota given to a consumer for a resource type,
+// optionally restricted to buckets whose dimensions match Selector (nil means
+// every bucket). A ResourceGrant object with several bucket amounts becomes
+// several Grant values; GrantID builds their IDs ("namespace/name#index") so
+// that each contribution to a bucket's limit is individually traceable.
+type Grant struct {
+	ID           string
+	Generation   int64
+	Consumer     Consumer
+	ResourceType string
+	Amount       int64
+	Selector     labels.Selector
+}
+
+// GrantContribution records that a grant (at a generation) contributed Amount
+// to a bucket's limit, so the persisted limit can be explained and checked
+// against the grant objects.
+type GrantContribution struct {
+	GrantID    string
+	Amount     int64
+	Generation int64
+}
+
+// Reservation holds quota for an object that was admitted but may not exist
+// yet. It expires so that quota held by admissions that never produced an
+// object (rejected later in the admission chain, client gave up) comes back.
+type Reservation struct {
+	ClaimID   string
+	Object    ObjectRef
+	Amount    int64
+	ExpiresAt time.Time
+}
+
+// Usage is the arithmetic summary of one bucket.
+type Usage struct {
+	Limit     int64
+	Allocated int64
+	Reserved  int64
+	Available int64
+}

@@ -24,6 +24,10 @@ type ContributingGrantRef struct {
 	// Namespace of the ResourceGrant.
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
+	// BucketIndex is the position, among the grant's bucket amounts, of the
+	// amount that applies; one grant may contribute several.
+	// +optional
+	BucketIndex int32 `json:"bucketIndex,omitempty"`
 	// Amount the grant contributes.
 	Amount int64 `json:"amount"`
 	// ObservedGeneration of the grant when its amount was read.
@@ -43,7 +47,7 @@ type Reservation struct {
 	// +kubebuilder:validation:Minimum=0
 	Amount int64 `json:"amount"`
 	// ExpiresAt is when the reservation is returned unless realized.
-	ExpiresAt metav1.Time `json:"expiresAt"`
+	ExpiresAt metav1.MicroTime `json:"expiresAt"`
 }
 
 // Allocation records one claim's amount in a bucket, so that allocating and

@@ -1,0 +1,289 @@
+// Package kubestore is the ledger's Kubernetes store: each bucket is an
+// AllowanceBucket object and its status is the source of truth.
+//
+// Every write is a status update with the object's resourceVersion, so the
+// apiserver's compare-and-swap is the one lock that spans processes: any
+// number of Gatekeeper replicas and controllers can write the same bucket and
+// none can lose another's update. A conflict re-reads the object and re-runs
+// the mutations on the fresh state, with client-go's retry backoff.
+//
+// Within one process, concurrent Apply calls on the same bucket are batched
+// into one status write (group commit, as the in-tree ResourceQuota admission
+// batches per namespace): the first caller becomes the committer for that
+// bucket and writes everything that queued up while the previous write was in
+// flight. Under load this turns N contended writes into a handful, which is
+// what keeps admission latency flat when many objects of one tenant arrive at
+// once.
+package kubestore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+// DefaultSystemNamespace holds the buckets of consumers that are neither a
+// namespace nor inside one (an Organization, say).
+const DefaultSystemNamespace = "quotakeeper-system"
+
+// DefaultBackoff spaces conflict retries. Several replicas hammering one
+// bucket conflict often; each retry re-reads, so it always makes progress,
+// and the cap keeps a single Apply bounded (about 10s in the worst case).
+var DefaultBackoff = wait.Backoff{Steps: 16, Duration: 5 * time.Millisecond, Factor: 1.6, Jitter: 0.5, Cap: time.Second}
+
+// Options tune a Store.
+type Options struct {
+	// SystemNamespace holds buckets of cluster-scoped, non-namespace consumers.
+	SystemNamespace string
+	// Reader serves Get and List. A manager's cached client makes them
+	// informer reads; Apply always reads through the Client it was given,
+	// because deciding on a stale bucket would only produce a conflict.
+	Reader client.Reader
+	// MaxBatch bounds the mutations one status write carries; 1 turns group
+	// commit off (one write per mutation), which benchmarks use as baseline.
+	MaxBatch int
+	// Backoff spaces conflict retries.
+	Backoff wait.Backoff
+	// Now stamps condition transitions.
+	Now func() time.Time
+}
+
+// Store implements ledger.Store over AllowanceBucket objects.
+type Store struct {
+	client client.Client
+	opts   Options
+
+	mu     sync.Mutex
+	queues map[ledger.BucketKey]*queue
+
+	writes    atomic.Int64
+	conflicts atomic.Int64
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// queue is the per-bucket group-commit state.
+type queue struct {
+	pending    []*op
+	committing bool
+	// last is the object as this process last wrote or read it; it saves a
+	// GET per batch when no other process wrote in between (a conflict says
+	// when one did).
+	last *quotav1alpha1.AllowanceBucket
+}
+
+type op struct {
+	mutate  func(*ledger.Bucket) error
+	applied bool
+	bucket  ledger.Bucket
+	err     error
+	done    chan struct{}
+}
+
+// New returns a Store that writes through c.
+func New(c client.Client, opts Options) *Store {
+	if opts.SystemNamespace == "" {
+		opts.SystemNamespace = DefaultSystemNamespace
+	}
+	if opts.Reader == nil {
+		opts.Reader = c
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.Backoff.Steps == 0 {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Store{client: c, opts: opts, queues: map[ledger.BucketKey]*queue{}}
+}
+
+// Namespace is where the bucket for key lives: a namespace consumer's own
+// namespace, a namespaced consumer's namespace, else the system namespace.
+func (s *Store) Namespace(key ledger.BucketKey) string {
+	return BucketNamespace(key.Consumer, s.opts.SystemNamespace)
+}
+
+// BucketNamespace is Store.Namespace for callers without a Store.
+func BucketNamespace(c ledger.Consumer, systemNamespace string) string {
+	switch {
+	case c.APIGroup == "" && c.Kind == "Namespace":
+		return c.Name
+	case c.Namespace != "":
+		return c.Namespace
+	default:
+		return systemNamespace
+	}
+}
+
+// Stats reports status writes and conflicts since the Store was made.
+func (s *Store) Stats() (writes, conflicts int64) { return s.writes.Load(), s.conflicts.Load() }
+
+// Apply implements ledger.Store with group commit.
+func (s *Store) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*ledger.Bucket) error) (ledger.Bucket, error) {
+	o := &op{mutate: mutate, done: make(chan struct{})}
+	s.mu.Lock()
+	q := s.queues[key]
+	if q == nil {
+		q = &queue{}
+		s.queues[key] = q
+	}
+	q.pending = append(q.pending, o)
+	if q.committing {
+		s.mu.Unlock()
+		// The committer writes for us. Waiting ignores ctx on purpose: once
+		// queued, the mutation may be written, and a caller that gave up
+		// could not tell whether it was.
+		<-o.done
+		return o.bucket, o.err
+	}
+	q.committing = true
+	// One caller's cancellation must not fail the others' writes in a batch.
+	writeCtx := context.WithoutCancel(ctx)
+	for len(q.pending) > 0 {
+		n := min(len(q.pending), s.opts.MaxBatch)
+		batch := q.pending[:n:n]
+		q.pending = q.pending[n:]
+		last := q.last
+		s.mu.Unlock()
+		last = s.commit(writeCtx, key, last, batch)
+		for _, b := range batch {
+			close(b.done)
+		}
+		s.mu.Lock()
+		q.last = last
+	}
+	q.committing = false
+	s.mu.Unlock()
+	<-o.done
+	return o.bucket, o.err
+}
+
+// commit runs a batch's mutations on the current bucket and writes the result
+// in one status update, re-reading and re-running them on conflict. It
+// returns the object as stored (nil when unknown), for the next batch.
+func (s *Store) commit(ctx context.Context, key ledger.BucketKey, obj *quotav1alpha1.AllowanceBucket, batch []*op) *quotav1alpha1.AllowanceBucket {
+	name, namespace := key.Name(), s.Namespace(key)
+	first := true
+	err := retry.OnError(s.opts.Backoff, retriable, func() error {
+		if !first || obj == nil {
+			var err error
+			if obj, err = s.read(ctx, namespace, name); err != nil {
+				return err
+			}
+		}
+		first = false
+		b := toBucket(key, obj)
+		any := false
+		for _, o := range batch {
+			next := b.DeepCopy()
+			if o.err = o.mutate(&next); o.err != nil {
+				o.applied, o.bucket = false, b.DeepCopy()
+				continue
+			}
+			o.applied, b, any = true, next, true
+		}
+		if !any {
+			return nil
+		}
+		if obj == nil {
+			created := &quotav1alpha1.AllowanceBucket{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+				Spec: quotav1alpha1.AllowanceBucketSpec{
+					ConsumerRef: ConsumerRef(key.Consumer), ResourceType: key.ResourceType,
+					Dimensions: key.DimensionSet(),
+				},
+			}
+			if len(created.Spec.Dimensions) == 0 {
+				created.Spec.Dimensions = nil
+			}
+			if err := s.client.Create(ctx, created); err != nil {
+				return err // AlreadyExists: another writer made it; retry reads it
+			}
+			obj = created
+		}
+		out := obj.DeepCopy()
+		if err := writeStatus(out, b, metav1.NewTime(s.opts.Now())); err != nil {
+			return err
+		}
+		s.writes.Add(1)
+		if err := s.client.Status().Update(ctx, out); err != nil {
+			if apierrors.IsConflict(err) {
+				s.conflicts.Add(1)
+			}
+			return err
+		}
+		obj = out
+		for _, o := range batch {
+			if o.applied {
+				o.bucket = b
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, o := range batch {
+			if o.applied || o.err == nil {
+				o.applied, o.err = false, err
+			}
+		}
+		return nil
+	}
+	return obj
+}
+
+// read fetches the bucket object; nil when it does not exist yet.
+func (s *Store) read(ctx context.Context, namespace, name string) (*quotav1alpha1.AllowanceBucket, error) {
+	obj := &quotav1alpha1.AllowanceBucket{}
+	err := s.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return obj, err
+}
+
+// retriable errors re-read the bucket and try again: a write conflict, a
+// create that lost the race, a bucket deleted under us, or a server that asked
+// us to slow down.
+func retriable(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
+		apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+}
+
+// Get implements ledger.Store.
+func (s *Store) Get(ctx context.Context, key ledger.BucketKey) (ledger.Bucket, bool, error) {
+	obj := &quotav1alpha1.AllowanceBucket{}
+	err := s.opts.Reader.Get(ctx, client.ObjectKey{Namespace: s.Namespace(key), Name: key.Name()}, obj)
+	if apierrors.IsNotFound(err) {
+		return ledger.Bucket{Key: key}, false, nil
+	}
+	if err != nil {
+		return ledger.Bucket{}, false, err
+	}
+	return toBucket(key, obj), true, nil
+}
+
+// List implements ledger.Store.
+func (s *Store) List(ctx context.Context) ([]ledger.Bucket, error) {
+	var list quotav1alpha1.AllowanceBucketList
+	if err := s.opts.Reader.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	out := make([]ledger.Bucket, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, toBucket(KeyOf(&list.Items[i]), &list.Items[i]))
+	}
+	return out, nil
+}

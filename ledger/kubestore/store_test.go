@@ -1,0 +1,176 @@
+package kubestore_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+)
+
+const projects = "resourcemanager.miloapis.com/projects"
+
+func org(name string) ledger.Consumer {
+	return ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: name}
+}
+
+func grant(id string, c ledger.Consumer, resourceType string, amount int64) ledger.Grant {
+	return ledger.Grant{ID: id, Generation: 1, Consumer: c, ResourceType: resourceType, Amount: amount, Selector: labels.Everything()}
+}
+
+func claim(id string, reqs ...ledger.Request) ledger.Claim {
+	return ledger.Claim{ID: id, Object: ledger.ObjectRef{Kind: "ConfigMap", Namespace: "default", Name: id, UID: id}, Requests: reqs}
+}
+
+func req(c ledger.Consumer, amount int64) ledger.Request {
+	return ledger.Request{Consumer: c, ResourceType: projects, Amount: amount}
+}
+
+func bucketObject(t *testing.T, c client.Client, key ledger.BucketKey) *quotav1alpha1.AllowanceBucket {
+	t.Helper()
+	obj := &quotav1alpha1.AllowanceBucket{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: kubestore.BucketNamespace(key.Consumer, kubestore.DefaultSystemNamespace), Name: key.Name()}, obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+func wantStatus(t *testing.T, obj *quotav1alpha1.AllowanceBucket, limit, allocated, reserved, available int64) {
+	t.Helper()
+	st := obj.Status
+	if st.Limit != limit || st.Allocated != allocated || st.Reserved != reserved || st.Available != available {
+		t.Fatalf("bucket %s: limit/allocated/reserved/available = %d/%d/%d/%d, want %d/%d/%d/%d",
+			obj.Name, st.Limit, st.Allocated, st.Reserved, st.Available, limit, allocated, reserved, available)
+	}
+}
+
+// The full life of a reservation, checked on the stored object.
+func TestLifecycleOnTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	acme := org("lifecycle")
+	grants := ledger.NewGrantSet()
+	if err := grants.Set(grant("quotakeeper-system/acme#0", acme, projects, 3)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	l := ledger.New(kubestore.New(newClient(t), kubestore.Options{}), grants,
+		ledger.WithClock(func() time.Time { return now }), ledger.WithReservationTTL(time.Minute))
+	key := ledger.NewBucketKey(acme, projects, nil)
+
+	for i := 1; i <= 3; i++ {
+		d, err := l.Reserve(ctx, claim(fmt.Sprintf("cm-%d", i), req(acme, 1)))
+		if err != nil || !d.Granted {
+			t.Fatalf("reservation %d: granted=%v err=%v", i, d.Granted, err)
+		}
+	}
+	d, err := l.Reserve(ctx, claim("cm-4", req(acme, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Granted {
+		t.Fatal("fourth reservation granted past a limit of 3")
+	}
+	if got, want := d.Message(), "requested 1 of resourcemanager.miloapis.com/projects, available 0 of 3 (allocated 0, reserved 3)"; got != want {
+		t.Fatalf("message %q, want %q", got, want)
+	}
+
+	obj := bucketObject(t, env.Client, key)
+	wantStatus(t, obj, 3, 0, 3, 0)
+	if len(obj.Status.Reservations) != 3 || obj.Status.Reservations[0].ID != "cm-1" ||
+		!obj.Status.Reservations[0].ExpiresAt.Time.Equal(now.Add(time.Minute)) ||
+		obj.Status.Reservations[0].Object.UID != "cm-1" {
+		t.Fatalf("reservations stored as %+v", obj.Status.Reservations)
+	}
+	if obj.Status.GrantCount != 1 || obj.Status.ContributingGrantRefs[0] != (quotav1alpha1.ContributingGrantRef{
+		Name: "acme", Namespace: "quotakeeper-system", Amount: 3, ObservedGeneration: 1}) {
+		t.Fatalf("contributing grants %+v", obj.Status.ContributingGrantRefs)
+	}
+	if obj.Spec.ConsumerRef.Name != "lifecycle" || obj.Spec.ResourceType != projects {
+		t.Fatalf("spec %+v", obj.Spec)
+	}
+
+	if err := l.Realize(ctx, claim("cm-1", req(acme, 1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, claim("cm-2", req(acme, 1))); err != nil {
+		t.Fatal(err)
+	}
+	obj = bucketObject(t, env.Client, key)
+	wantStatus(t, obj, 3, 1, 1, 1)
+	if obj.Status.ClaimCount != 1 || obj.Status.Allocations[0] != (quotav1alpha1.Allocation{ID: "cm-1", Amount: 1}) {
+		t.Fatalf("allocations %+v", obj.Status.Allocations)
+	}
+
+	now = now.Add(time.Minute)
+	n, err := l.Expire(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("expired %d (err %v), want 1", n, err)
+	}
+	wantStatus(t, bucketObject(t, env.Client, key), 3, 1, 0, 2)
+
+	// A lowered limit keeps the allocation and says so.
+	if err := grants.Set(grant("quotakeeper-system/acme#0", acme, projects, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Refresh(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	obj = bucketObject(t, env.Client, key)
+	wantStatus(t, obj, 0, 1, 0, 0)
+	if c := obj.Status.Conditions; len(c) != 1 || c[0].Type != "OverLimit" || c[0].Status != "True" || c[0].Reason != "LimitLowered" {
+		t.Fatalf("conditions %+v", c)
+	}
+}
+
+// Concurrent reservations in one process share status writes, and the
+// bucket admits exactly its limit.
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	acme := org("group-commit")
+	grants := ledger.NewGrantSet()
+	if err := grants.Set(grant("quotakeeper-system/gc#0", acme, projects, 40)); err != nil {
+		t.Fatal(err)
+	}
+	store := kubestore.New(newClient(t), kubestore.Options{})
+	l := ledger.New(store, grants)
+
+	const n = 64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	granted := 0
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			d, err := l.Reserve(ctx, claim(fmt.Sprintf("gc-%d", i), req(acme, 1)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Granted {
+				mu.Lock()
+				granted++
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if granted != 40 {
+		t.Fatalf("granted %d, want exactly the limit 40", granted)
+	}
+	wantStatus(t, bucketObject(t, env.Client, ledger.NewBucketKey(acme, projects, nil)), 40, 0, 40, 0)
+	writes, _ := store.Stats()
+	// Refusals write nothing, so one write per reservation would be 40.
+	if writes >= 40 {
+		t.Fatalf("%d status writes for 40 reservations: group commit did not batch", writes)
+	}
+	t.Logf("%d reservations in %d status writes", granted, writes)
+}

@@ -176,26 +176,28 @@ func (s *Store) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*le
 // returns the object as stored (nil when unknown), for the next batch.
 func (s *Store) commit(ctx context.Context, key ledger.BucketKey, obj *quotav1alpha1.AllowanceBucket, batch []*op) *quotav1alpha1.AllowanceBucket {
 	name, namespace := key.Name(), s.Namespace(key)
-	first := true
+	cached := obj != nil
 	err := retry.OnError(s.opts.Backoff, retriable, func() error {
-		if !first || obj == nil {
-			var err error
-			if obj, err = s.read(ctx, namespace, name); err != nil {
-				return err
+		var b ledger.Bucket
+		for {
+			if !cached {
+				var err error
+				if obj, err = s.read(ctx, namespace, name); err != nil {
+					return err
+				}
 			}
-		}
-		first = false
-		b := toBucket(key, obj)
-		any := false
-		for _, o := range batch {
-			next := b.DeepCopy()
-			if o.err = o.mutate(&next); o.err != nil {
-				o.applied, o.bucket = false, b.DeepCopy()
-				continue
+			var refused bool
+			b, refused = runBatch(key, obj, batch)
+			// A write is checked by compare-and-swap, but a mutation that
+			// writes nothing (a refusal, a replay) is only as true as the
+			// state it saw: never decide that on the cached object.
+			if !refused || !cached {
+				break
 			}
-			o.applied, b, any = true, next, true
+			cached = false
 		}
-		if !any {
+		cached = false
+		if !anyApplied(batch) {
 			return nil
 		}
 		if obj == nil {
@@ -242,6 +244,32 @@ func (s *Store) commit(ctx context.Context, key ledger.BucketKey, obj *quotav1al
 		return nil
 	}
 	return obj
+}
+
+// runBatch runs every mutation of a batch in order on the bucket in obj, each
+// on the result of the ones before it that succeeded. It reports whether any
+// mutation declined (returned an error, so wrote nothing).
+func runBatch(key ledger.BucketKey, obj *quotav1alpha1.AllowanceBucket, batch []*op) (ledger.Bucket, bool) {
+	b := toBucket(key, obj)
+	declined := false
+	for _, o := range batch {
+		next := b.DeepCopy()
+		if o.err = o.mutate(&next); o.err != nil {
+			o.applied, o.bucket, declined = false, b.DeepCopy(), true
+			continue
+		}
+		o.applied, b = true, next
+	}
+	return b, declined
+}
+
+func anyApplied(batch []*op) bool {
+	for _, o := range batch {
+		if o.applied {
+			return true
+		}
+	}
+	return false
 }
 
 // read fetches the bucket object; nil when it does not exist yet.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,13 @@ import (
 )
 
 const projects = "resourcemanager.miloapis.com/projects"
+
+// unique makes names distinct across -count runs against the one apiserver.
+func unique(name string) string {
+	return fmt.Sprintf("%s-%d", name, runID.Add(1))
+}
+
+var runID atomic.Int64
 
 func org(name string) ledger.Consumer {
 	return ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: name}
@@ -54,12 +62,14 @@ func wantStatus(t *testing.T, obj *quotav1alpha1.AllowanceBucket, limit, allocat
 // The full life of a reservation, checked on the stored object.
 func TestLifecycleOnTheAPIServer(t *testing.T) {
 	ctx := context.Background()
-	acme := org("lifecycle")
+	acme := org(unique("lifecycle"))
 	grants := ledger.NewGrantSet()
 	if err := grants.Set(grant("quotakeeper-system/acme#0", acme, projects, 3)); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	// Long before the real clock, so Expire, which sweeps every bucket, cannot
+	// expire reservations other tests made with the real clock.
+	now := time.Date(2001, 1, 1, 10, 0, 0, 0, time.UTC)
 	l := ledger.New(kubestore.New(newClient(t), kubestore.Options{}), grants,
 		ledger.WithClock(func() time.Time { return now }), ledger.WithReservationTTL(time.Minute))
 	key := ledger.NewBucketKey(acme, projects, nil)
@@ -92,7 +102,7 @@ func TestLifecycleOnTheAPIServer(t *testing.T) {
 		Name: "acme", Namespace: "quotakeeper-system", Amount: 3, ObservedGeneration: 1}) {
 		t.Fatalf("contributing grants %+v", obj.Status.ContributingGrantRefs)
 	}
-	if obj.Spec.ConsumerRef.Name != "lifecycle" || obj.Spec.ResourceType != projects {
+	if obj.Spec.ConsumerRef.Name != acme.Name || obj.Spec.ResourceType != projects {
 		t.Fatalf("spec %+v", obj.Spec)
 	}
 
@@ -133,7 +143,7 @@ func TestLifecycleOnTheAPIServer(t *testing.T) {
 // bucket admits exactly its limit.
 func TestGroupCommit(t *testing.T) {
 	ctx := context.Background()
-	acme := org("group-commit")
+	acme := org(unique("group-commit"))
 	grants := ledger.NewGrantSet()
 	if err := grants.Set(grant("quotakeeper-system/gc#0", acme, projects, 40)); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,195 @@
+package kubestore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+)
+
+// watchLimits records every version of every bucket the apiserver stores
+// while the race runs, and reports any version over its limit: the invariant
+// must hold at every instant, not just at the end.
+func watchLimits(t *testing.T, ctx context.Context, consumers map[ledger.Consumer]int64) (stop func() (versions int, violations []string)) {
+	t.Helper()
+	wc, err := client.NewWithWatch(rest.CopyConfig(env.Config), client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(ctx, &quotav1alpha1.AllowanceBucketList{}, client.InNamespace(kubestore.DefaultSystemNamespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions int
+	var violations []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			b, ok := ev.Object.(*quotav1alpha1.AllowanceBucket)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			if _, ours := consumers[kubestore.Consumer(b.Spec.ConsumerRef)]; !ours {
+				continue // other tests' buckets share the namespace
+			}
+			versions++
+			if used := b.Status.Allocated + b.Status.Reserved; used > b.Status.Limit {
+				violations = append(violations, fmt.Sprintf("%s@%s: allocated %d + reserved %d > limit %d",
+					b.Spec.ConsumerRef.Name, b.ResourceVersion, b.Status.Allocated, b.Status.Reserved, b.Status.Limit))
+			}
+		}
+	}()
+	return func() (int, []string) {
+		w.Stop()
+		<-done
+		return versions, violations
+	}
+}
+
+// Three ledgers with clients of their own, as three Gatekeeper replicas
+// would be, race on one organization bucket and on overlapping
+// project+organization claims. No bucket may ever hold more than its limit,
+// after quiescence each bucket holds exactly the granted claims, and replaying
+// granted claims changes nothing.
+func TestReplicasRace(t *testing.T) {
+	ctx := context.Background()
+	acme := org(unique("race-org"))
+	p1 := ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Project", Name: unique("race-p1")}
+	p2 := ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Project", Name: unique("race-p2")}
+	limits := map[ledger.Consumer]int64{acme: 30, p1: 12, p2: 12}
+
+	const replicas, workers, claimsPerWorker = 3, 12, 4
+	ledgers := make([]*ledger.Ledger, replicas)
+	for i := range ledgers {
+		grants := ledger.NewGrantSet()
+		for c, limit := range limits {
+			if err := grants.Set(grant("quotakeeper-system/"+c.Name+"#0", c, projects, limit)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ledgers[i] = ledger.New(kubestore.New(newClient(t), kubestore.Options{}), grants)
+	}
+
+	stop := watchLimits(t, ctx, limits)
+
+	type outcome struct {
+		claim   ledger.Claim
+		granted bool
+	}
+	var mu sync.Mutex
+	var outcomes []outcome
+	var wg sync.WaitGroup
+	for r := range replicas {
+		for w := range workers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(r), uint64(w)))
+				for i := range claimsPerWorker {
+					id := fmt.Sprintf("race-%d-%d-%d", r, w, i)
+					var c ledger.Claim
+					switch rng.IntN(3) {
+					case 0: // organization only
+						c = claim(id, req(acme, 1))
+					case 1: // project cap under the organization cap
+						c = claim(id, req(p1, 1), req(acme, 1))
+					default:
+						c = claim(id, req(p2, 2), req(acme, 2))
+					}
+					take := ledgers[r].Reserve
+					if rng.IntN(2) == 0 {
+						take = ledgers[r].Allocate
+					}
+					d, err := take(ctx, c)
+					if err != nil {
+						t.Errorf("%s: %v", id, err)
+						return
+					}
+					mu.Lock()
+					outcomes = append(outcomes, outcome{c, d.Granted})
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+
+	versions, violations := stop()
+	if len(violations) > 0 {
+		t.Fatalf("buckets over their limit in %d of %d stored versions:\n%v", len(violations), versions, violations)
+	}
+
+	// After quiescence: every bucket's entries are exactly the granted claims.
+	want := map[ledger.Consumer]map[string]int64{}
+	grantedCount := 0
+	for _, o := range outcomes {
+		if !o.granted {
+			continue
+		}
+		grantedCount++
+		for _, r := range o.claim.Requests {
+			if want[r.Consumer] == nil {
+				want[r.Consumer] = map[string]int64{}
+			}
+			want[r.Consumer][o.claim.ID] += r.Amount
+		}
+	}
+	if len(outcomes) != replicas*workers*claimsPerWorker {
+		t.Fatalf("%d outcomes, want %d", len(outcomes), replicas*workers*claimsPerWorker)
+	}
+	rvs := map[ledger.Consumer]string{}
+	for c, limit := range limits {
+		obj := bucketObject(t, env.Client, ledger.NewBucketKey(c, projects, nil))
+		entries := map[string]int64{}
+		for _, a := range obj.Status.Allocations {
+			entries[a.ID] += a.Amount
+		}
+		for _, r := range obj.Status.Reservations {
+			entries[r.ID] += r.Amount
+		}
+		var sum int64
+		for id, amount := range want[c] {
+			sum += amount
+			if entries[id] != amount {
+				t.Errorf("%s: granted claim %s holds %d, want %d", c.Name, id, entries[id], amount)
+			}
+		}
+		if len(entries) != len(want[c]) {
+			t.Errorf("%s: %d entries for %d granted claims (a denied claim was not rolled back)", c.Name, len(entries), len(want[c]))
+		}
+		if got := obj.Status.Allocated + obj.Status.Reserved; got != sum || got > limit {
+			t.Errorf("%s: allocated+reserved %d, granted claims sum %d, limit %d", c.Name, got, sum, limit)
+		}
+		rvs[c] = obj.ResourceVersion
+	}
+	// The organization is the binding cap: contention must have filled it.
+	if org := bucketObject(t, env.Client, ledger.NewBucketKey(acme, projects, nil)); org.Status.Available > 1 {
+		t.Errorf("organization bucket left %d available with %d attempts: the race did not contend", org.Status.Available, len(outcomes))
+	}
+	t.Logf("%d of %d claims granted; %d bucket versions watched", grantedCount, len(outcomes), versions)
+
+	// Replaying granted claims on any replica is granted again and writes nothing.
+	for i, o := range outcomes {
+		if !o.granted {
+			continue
+		}
+		d, err := ledgers[i%replicas].Reserve(ctx, o.claim)
+		if err != nil || !d.Granted {
+			t.Fatalf("replay of granted %s: granted=%v err=%v", o.claim.ID, d.Granted, err)
+		}
+	}
+	for c, rv := range rvs {
+		if got := bucketObject(t, env.Client, ledger.NewBucketKey(c, projects, nil)).ResourceVersion; got != rv {
+			t.Errorf("%s: replay wrote the bucket (resourceVersion %s -> %s)", c.Name, rv, got)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"maps"
 	"slices"
 	"time"
 )
@@ -19,13 +18,27 @@ type Bucket struct {
 }
 
 // DeepCopy returns a copy sharing no mutable state with b. Reservation and
-// GrantContribution hold only values, so cloning the containers is enough,
+// GrantContribution hold only values, so copying the containers is enough,
 // which keeps the copy cheap on the hot path.
 func (b Bucket) DeepCopy() Bucket {
 	out := b
 	out.Grants = slices.Clone(b.Grants)
-	out.Allocations = maps.Clone(b.Allocations)
-	out.Reservations = maps.Clone(b.Reservations)
+	out.Allocations = copyMap(b.Allocations)
+	out.Reservations = copyMap(b.Reservations)
+	return out
+}
+
+// copyMap sizes the copy by the live entries. maps.Clone would keep the
+// source's table size, which for a bucket whose entries come and go is
+// mostly empty space, copied on every write.
+func copyMap[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
 	return out
 }
 

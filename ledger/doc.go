@@ -24,7 +24,8 @@
 // mutate that refuses returns a *RefusedError, so a batching store can drop
 // that caller alone and commit the rest. Because mutate may run more than
 // once, every mutate in this package is a pure function of the bucket it is
-// given plus values computed before the call.
+// given plus values computed before the call, and one that returns an error
+// has not touched the bucket.
 //
 // Everything spanning buckets lives here, above the store: a claim touching
 // several buckets (a project cap and an organization cap, "most restrictive

@@ -72,34 +72,36 @@ func (k BucketKey) Name() string {
 		buf = append(buf, f...)
 	}
 	sum := sha256.Sum256(buf)
-	hash := hex.EncodeToString(sum[:nameHashBytes])
-	prefix := sanitizeNamePrefix(k.ResourceType)
-	if prefix == "" {
-		return "bucket-" + hash
+	out := make([]byte, 0, namePrefixMax+1+len("bucket-")+2*nameHashBytes)
+	out = appendNamePrefix(out, k.ResourceType)
+	if len(out) == 0 {
+		out = append(out, "bucket"...)
 	}
-	return prefix + "-" + hash
+	out = append(out, '-')
+	return string(hex.AppendEncode(out, sum[:nameHashBytes]))
 }
 
-// sanitizeNamePrefix maps s to lowercase alphanumerics separated by single
-// dashes. Dots are dropped too: a DNS-1123 subdomain requires every
-// dot-separated label to start and end with an alphanumeric, which is easiest
-// to guarantee by not emitting dots at all.
-func sanitizeNamePrefix(s string) string {
-	var b strings.Builder
+// appendNamePrefix appends s mapped to lowercase ASCII alphanumerics
+// separated by single dashes, at most namePrefixMax bytes. Dots are dropped
+// too: a DNS-1123 subdomain requires every dot-separated label to start and
+// end with an alphanumeric, which is easiest to guarantee by emitting none.
+func appendNamePrefix(out []byte, s string) []byte {
+	start := len(out)
 	dash := false
-	for _, r := range strings.ToLower(s) {
-		if b.Len() >= namePrefixMax {
-			break
+	for i := 0; i < len(s) && len(out)-start < namePrefixMax; i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
 		}
-		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-			if dash && b.Len() > 0 {
-				b.WriteByte('-')
-			}
-			dash = false
-			b.WriteRune(r)
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			dash = true
 			continue
 		}
-		dash = true
+		if dash && len(out) > start {
+			out = append(out, '-')
+		}
+		dash = false
+		out = append(out, c)
 	}
-	return strings.TrimRight(b.String(), "-")
+	return out
 }

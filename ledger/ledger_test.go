@@ -1,0 +1,481 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+var projectsKey = ledger.NewBucketKey(project("p"), rtProjects, nil)
+
+func mustReserve(t *testing.T, f *fixture, c ledger.Claim) ledger.Decision {
+	t.Helper()
+	d, err := f.ledger.Reserve(f.ctx, c)
+	if err != nil {
+		t.Fatalf("reserve %s: %v", c.ID, err)
+	}
+	return d
+}
+
+func mustAllocate(t *testing.T, f *fixture, c ledger.Claim) ledger.Decision {
+	t.Helper()
+	d, err := f.ledger.Allocate(f.ctx, c)
+	if err != nil {
+		t.Fatalf("allocate %s: %v", c.ID, err)
+	}
+	return d
+}
+
+func snapshot(t *testing.T, f *fixture) []ledger.Bucket {
+	t.Helper()
+	list, err := f.store.List(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// countingStore counts the writes that reached the store, per bucket.
+type countingStore struct {
+	ledger.Store
+	mu     sync.Mutex
+	writes map[ledger.BucketKey]int
+}
+
+func (s *countingStore) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*ledger.Bucket) error) (ledger.Bucket, error) {
+	b, err := s.Store.Apply(ctx, key, mutate)
+	if err == nil {
+		s.mu.Lock()
+		s.writes[key]++
+		s.mu.Unlock()
+	}
+	return b, err
+}
+
+func TestAdditiveGrants(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, ledger.GrantID("ns", "a", 0), project("p"), rtProjects, 3, nil)
+	f.grant(t, ledger.GrantID("ns", "b", 0), project("p"), rtProjects, 2, nil)
+	f.grant(t, ledger.GrantID("ns", "other", 0), project("q"), rtProjects, 7, nil)  // another consumer
+	f.grant(t, ledger.GrantID("ns", "other", 1), project("p"), rtInstances, 7, nil) // another resource type
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 5, Available: 5})
+
+	if d := mustReserve(t, f, claim("c1", req(project("p"), rtProjects, 5, nil))); !d.Granted {
+		t.Fatalf("reserve 5 of 5 denied: %s", d.Message())
+	}
+	b, _, _ := f.store.Get(f.ctx, projectsKey)
+	wantGrants := []ledger.GrantContribution{{GrantID: "ns/a#0", Amount: 3, Generation: 1}, {GrantID: "ns/b#0", Amount: 2, Generation: 1}}
+	if b.Limit != 5 || !reflect.DeepEqual(b.Grants, wantGrants) {
+		t.Fatalf("bucket limit %d grants %+v, want 5 %+v", b.Limit, b.Grants, wantGrants)
+	}
+	if d := mustReserve(t, f, claim("c2", req(project("p"), rtProjects, 1, nil))); d.Granted {
+		t.Fatal("reserve beyond 3+2 granted")
+	}
+}
+
+func TestSelectors(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/base#0", project("p"), rtInstances, 10, mustSelector(t, "location"))   // any bucket with a location
+	f.grant(t, "ns/dls#0", project("p"), rtInstances, 5, mustSelector(t, "location=DLS")) // extra for DLS only
+	f.grant(t, "ns/all#0", project("p"), rtInstances, 1, nil)                             // nil: everything
+	for _, tc := range []struct {
+		dims  map[string]string
+		limit int64
+	}{
+		{map[string]string{"location": "DLS"}, 16},
+		{map[string]string{"location": "DFW"}, 11},
+		{map[string]string{"location": "DLS", "zone": "a"}, 16},
+		{nil, 1},
+		{map[string]string{"zone": "a"}, 1},
+	} {
+		key := ledger.NewBucketKey(project("p"), rtInstances, tc.dims)
+		f.wantUsage(t, key, ledger.Usage{Limit: tc.limit, Available: tc.limit})
+		d := mustReserve(t, f, claim("c-"+key.Dimensions, req(project("p"), rtInstances, tc.limit, tc.dims)))
+		if !d.Granted {
+			t.Fatalf("dims %v: reserving the whole limit %d denied: %s", tc.dims, tc.limit, d.Message())
+		}
+		if d := mustReserve(t, f, claim("more-"+key.Dimensions, req(project("p"), rtInstances, 1, tc.dims))); d.Granted {
+			t.Fatalf("dims %v: reserving beyond limit %d granted", tc.dims, tc.limit)
+		}
+	}
+}
+
+func TestLoweredLimitKeepsExistingBlocksNew(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	mustAllocate(t, f, claim("a", req(project("p"), rtProjects, 4, nil)))
+	mustReserve(t, f, claim("r", req(project("p"), rtProjects, 4, nil)))
+
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 5, nil)
+	b, err := f.ledger.Refresh(f.ctx, projectsKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Limit != 5 || len(b.Allocations) != 1 || len(b.Reservations) != 1 {
+		t.Fatalf("after lowering: %+v", b)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 5, Allocated: 4, Reserved: 4, Available: 0})
+
+	d := mustReserve(t, f, claim("new", req(project("p"), rtProjects, 1, nil)))
+	if d.Granted || d.Message() != "requested 1 of resourcemanager.miloapis.com/projects, available 0 of 5 (allocated 4, reserved 4)" {
+		t.Fatalf("new reserve over lowered limit: granted=%v %q", d.Granted, d.Message())
+	}
+	// The existing reservation still realizes, taking the bucket to 8 of 5.
+	if err := f.ledger.Realize(f.ctx, claim("r", req(project("p"), rtProjects, 4, nil))); err != nil {
+		t.Fatal(err)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 5, Allocated: 8, Reserved: 0, Available: 0})
+	// Draining below the new limit makes room again, only down to it.
+	if err := f.ledger.Release(f.ctx, claim("a", req(project("p"), rtProjects, 4, nil))); err != nil {
+		t.Fatal(err)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 5, Allocated: 4, Available: 1})
+	if d := mustReserve(t, f, claim("new", req(project("p"), rtProjects, 1, nil))); !d.Granted {
+		t.Fatalf("reserve within lowered limit denied: %s", d.Message())
+	}
+}
+
+func TestOverflow(t *testing.T) {
+	t.Run("grant sum", func(t *testing.T) {
+		f := newFixture(t)
+		f.grant(t, "ns/a#0", project("p"), rtProjects, math.MaxInt64, nil)
+		f.grant(t, "ns/b#0", project("p"), rtProjects, math.MaxInt64, nil)
+		_, err := f.ledger.Reserve(f.ctx, claim("c", req(project("p"), rtProjects, 1, nil)))
+		if !errors.Is(err, ledger.ErrOverflow) {
+			t.Fatalf("reserve with overflowing grants: err = %v, want ErrOverflow", err)
+		}
+		if _, err := f.ledger.Usage(f.ctx, projectsKey); !errors.Is(err, ledger.ErrOverflow) {
+			t.Fatalf("usage with overflowing grants: err = %v, want ErrOverflow", err)
+		}
+		if _, err := f.ledger.Refresh(f.ctx, projectsKey); !errors.Is(err, ledger.ErrOverflow) {
+			t.Fatalf("refresh with overflowing grants: err = %v, want ErrOverflow", err)
+		}
+		if list := snapshot(t, f); len(list) != 0 {
+			t.Fatalf("overflow wrote buckets: %+v", list)
+		}
+	})
+	t.Run("allocated+reserved+amount", func(t *testing.T) {
+		f := newFixture(t)
+		f.grant(t, "ns/a#0", project("p"), rtProjects, math.MaxInt64, nil)
+		if d := mustAllocate(t, f, claim("big", req(project("p"), rtProjects, math.MaxInt64, nil))); !d.Granted {
+			t.Fatalf("allocating MaxInt64 of MaxInt64 denied: %s", d.Message())
+		}
+		before := snapshot(t, f)
+		_, err := f.ledger.Reserve(f.ctx, claim("one", req(project("p"), rtProjects, 1, nil)))
+		if !errors.Is(err, ledger.ErrOverflow) || errors.Is(err, ledger.ErrQuotaExceeded) {
+			t.Fatalf("reserve that overflows: err = %v, want ErrOverflow and not a refusal", err)
+		}
+		if err := f.ledger.Realize(f.ctx, claim("one", req(project("p"), rtProjects, 1, nil))); !errors.Is(err, ledger.ErrOverflow) {
+			t.Fatalf("realize that overflows: err = %v, want ErrOverflow", err)
+		}
+		if after := snapshot(t, f); !reflect.DeepEqual(before, after) {
+			t.Fatalf("overflowing calls changed state:\n%+v\n%+v", before, after)
+		}
+	})
+	t.Run("merged requests", func(t *testing.T) {
+		f := newFixture(t)
+		f.grant(t, "ns/a#0", project("p"), rtProjects, math.MaxInt64, nil)
+		_, err := f.ledger.Reserve(f.ctx, claim("c", req(project("p"), rtProjects, math.MaxInt64, nil), req(project("p"), rtProjects, 1, nil)))
+		if !errors.Is(err, ledger.ErrOverflow) || !errors.Is(err, ledger.ErrInvalid) {
+			t.Fatalf("merged overflow: err = %v, want ErrOverflow and ErrInvalid", err)
+		}
+		if want := "requests[1].amount: sum with earlier requests for the same bucket: int64 overflow: 9223372036854775807 + 1"; err.Error() != want {
+			t.Fatalf("merged overflow: %q, want %q", err, want)
+		}
+	})
+}
+
+func TestValidation(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	mustReserve(t, f, claim("existing", req(project("p"), rtProjects, 2, nil)))
+	before := snapshot(t, f)
+
+	good := req(project("p"), rtProjects, 1, nil)
+	for _, tc := range []struct {
+		name  string
+		claim ledger.Claim
+		want  string
+	}{
+		{"empty id", claim("", good), "id: must not be empty"},
+		{"no requests", claim("c"), "requests: must not be empty"},
+		{"negative amount", claim("c", good, req(project("p"), rtProjects, -3, nil)), "requests[1].amount: must be positive, got -3"},
+		{"zero amount", claim("c", req(project("p"), rtProjects, 0, nil)), "requests[0].amount: must be positive, got 0"},
+		{"empty resource type", claim("c", req(project("p"), "", 1, nil)), "requests[0].resourceType: must not be empty"},
+		{"consumer without kind or name", claim("c", good, req(ledger.Consumer{APIGroup: "g"}, rtProjects, 1, nil)),
+			"requests[1].consumer.kind: must not be empty; requests[1].consumer.name: must not be empty"},
+		{"bad dimension", claim("c", req(project("p"), rtProjects, 1, map[string]string{"location": "a,b=c"})),
+			`requests[0].dimensions[location]: invalid value "a,b=c": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`},
+		{"everything at once", ledger.Claim{Requests: []ledger.Request{{Amount: -1}}},
+			"id: must not be empty; requests[0].consumer.kind: must not be empty; requests[0].consumer.name: must not be empty; requests[0].resourceType: must not be empty; requests[0].amount: must be positive, got -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errReserve := f.ledger.Reserve(f.ctx, tc.claim)
+			_, errAllocate := f.ledger.Allocate(f.ctx, tc.claim)
+			errRealize := f.ledger.Realize(f.ctx, tc.claim)
+			errRelease := f.ledger.Release(f.ctx, tc.claim)
+			for _, err := range []error{errReserve, errAllocate, errRealize, errRelease} {
+				var verr *ledger.ValidationError
+				if !errors.As(err, &verr) || !errors.Is(err, ledger.ErrInvalid) || err.Error() != tc.want {
+					t.Fatalf("err = %v, want ValidationError %q", err, tc.want)
+				}
+			}
+			if after := snapshot(t, f); !reflect.DeepEqual(before, after) {
+				t.Fatalf("invalid claim changed state:\n%+v\n%+v", before, after)
+			}
+		})
+	}
+}
+
+func TestIdempotentReplay(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	f.grant(t, "ns/o#0", org("o"), rtProjects, 3, nil)
+	c := claim("c", req(project("p"), rtProjects, 2, nil), req(org("o"), rtProjects, 2, nil))
+	first := mustReserve(t, f, c)
+	if !first.Granted {
+		t.Fatalf("first reserve denied: %s", first.Message())
+	}
+	state := snapshot(t, f)
+	f.clock.now = f.clock.now.Add(time.Minute) // a replay must not extend the reservation
+	if again := mustReserve(t, f, c); !reflect.DeepEqual(first, again) {
+		t.Fatalf("replay decision differs:\n%+v\n%+v", first, again)
+	}
+	if after := snapshot(t, f); !reflect.DeepEqual(state, after) {
+		t.Fatalf("replay changed state:\n%+v\n%+v", state, after)
+	}
+	// The org bucket has 1 left, but the replay (even with a larger amount,
+	// even through Allocate) is already held: granted, nothing added.
+	bigger := claim("c", req(project("p"), rtProjects, 5, nil), req(org("o"), rtProjects, 5, nil))
+	if d := mustAllocate(t, f, bigger); !d.Granted {
+		t.Fatalf("replay via Allocate denied: %s", d.Message())
+	}
+	if after := snapshot(t, f); !reflect.DeepEqual(state, after) {
+		t.Fatalf("replay via Allocate changed state:\n%+v\n%+v", state, after)
+	}
+	// After realization a replay still changes nothing.
+	if err := f.ledger.Realize(f.ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	realized := snapshot(t, f)
+	d := mustReserve(t, f, c)
+	if !d.Granted || d.Requests[0].Allocated != 2 || d.Requests[0].Reserved != 0 {
+		t.Fatalf("replay after realize: %+v", d)
+	}
+	if err := f.ledger.Realize(f.ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if after := snapshot(t, f); !reflect.DeepEqual(realized, after) {
+		t.Fatalf("replayed reserve/realize changed state:\n%+v\n%+v", realized, after)
+	}
+}
+
+func TestMergeSameBucket(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	dims := map[string]string{"location": "DFW"}
+	d := mustReserve(t, f, claim("c", req(project("p"), rtProjects, 2, dims), req(project("p"), rtProjects, 3, map[string]string{"location": "DFW"})))
+	if !d.Granted || len(d.Requests) != 1 || d.Requests[0].Request.Amount != 5 || d.Requests[0].Reserved != 5 {
+		t.Fatalf("merged decision: %+v", d)
+	}
+	f.wantUsage(t, ledger.NewBucketKey(project("p"), rtProjects, dims), ledger.Usage{Limit: 10, Reserved: 5, Available: 5})
+}
+
+// TestRollbackOnRefusal makes the bucket that sorts first fit and the second
+// refuse, so the first is really taken and must be rolled back; then the
+// other way round, where the second is never attempted but still reported.
+func TestRollbackOnRefusal(t *testing.T) {
+	for _, full := range []string{"second", "first"} {
+		t.Run("full="+full, func(t *testing.T) {
+			f := newFixture(t)
+			pKey, oKey := ledger.NewBucketKey(project("p"), rtProjects, nil), ledger.NewBucketKey(org("o"), rtProjects, nil)
+			first, second := project("p"), org("o")
+			firstKey, secondKey := pKey, oKey
+			if oKey.Name() < pKey.Name() {
+				first, second, firstKey, secondKey = second, first, oKey, pKey
+			}
+			fits, refuses := first, second
+			fitsKey, refusesKey := firstKey, secondKey
+			if full == "first" {
+				fits, refuses, fitsKey, refusesKey = second, first, secondKey, firstKey
+			}
+			f.grant(t, "ns/fits#0", fits, rtProjects, 10, nil)
+			f.grant(t, "ns/refuses#0", refuses, rtProjects, 5, nil)
+			mustAllocate(t, f, claim("a", req(fits, rtProjects, 1, nil)))
+			mustReserve(t, f, claim("r", req(fits, rtProjects, 1, nil)))
+			mustAllocate(t, f, claim("full", req(refuses, rtProjects, 5, nil)))
+			before := snapshot(t, f)
+
+			counting := &countingStore{Store: f.store, writes: map[ledger.BucketKey]int{}}
+			f.ledger = ledger.New(counting, f.grants, ledger.WithClock(f.clock.Now))
+			d := mustReserve(t, f, claim("c", req(fits, rtProjects, 1, nil), req(refuses, rtProjects, 1, nil)))
+			wantWrites := map[ledger.BucketKey]int{fitsKey: 2} // taken, then rolled back
+			if full == "first" {
+				wantWrites = map[ledger.BucketKey]int{} // refused first: the other is only read
+			}
+			if !reflect.DeepEqual(counting.writes, wantWrites) {
+				t.Fatalf("writes %v, want %v", counting.writes, wantWrites)
+			}
+			if d.Granted {
+				t.Fatal("claim over the full bucket granted")
+			}
+			want := ledger.Decision{Requests: []ledger.RequestDecision{
+				{Request: req(fits, rtProjects, 1, nil), Bucket: fitsKey.Name(), Reason: ledger.ReasonQuotaAvailable,
+					Limit: 10, Allocated: 1, Reserved: 1, Available: 8,
+					Message: "requested 1 of resourcemanager.miloapis.com/projects, available 8 of 10 (allocated 1, reserved 1)"},
+				{Request: req(refuses, rtProjects, 1, nil), Bucket: refusesKey.Name(), Reason: ledger.ReasonQuotaExceeded,
+					Limit: 5, Allocated: 5, Reserved: 0, Available: 0,
+					Message: "requested 1 of resourcemanager.miloapis.com/projects, available 0 of 5 (allocated 5, reserved 0)"},
+			}}
+			if !reflect.DeepEqual(d, want) {
+				t.Fatalf("decision:\n got %+v\nwant %+v", d, want)
+			}
+			if got := d.Message(); got != want.Requests[1].Message {
+				t.Fatalf("Message() = %q", got)
+			}
+			if after := snapshot(t, f); !reflect.DeepEqual(before, after) {
+				t.Fatalf("denied claim left state changed:\n%+v\n%+v", before, after)
+			}
+			f.wantUsage(t, fitsKey, ledger.Usage{Limit: 10, Allocated: 1, Reserved: 1, Available: 8})
+		})
+	}
+}
+
+func TestExpiryAtExactlyExpiresAt(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	mustReserve(t, f, claim("c", req(project("p"), rtProjects, 3, nil)))
+	f.clock.now = t0.Add(30 * time.Second)
+	mustReserve(t, f, claim("d", req(project("p"), rtProjects, 2, nil)))
+
+	next, ok, err := f.ledger.NextExpiry(f.ctx)
+	if err != nil || !ok || !next.Equal(t0.Add(ledger.DefaultReservationTTL)) {
+		t.Fatalf("NextExpiry = %v %v %v, want %v", next, ok, err, t0.Add(ledger.DefaultReservationTTL))
+	}
+	f.clock.now = next.Add(-time.Nanosecond)
+	if n, err := f.ledger.Expire(f.ctx); n != 0 || err != nil {
+		t.Fatalf("Expire 1ns before ExpiresAt removed %d (%v)", n, err)
+	}
+	f.clock.now = next
+	if n, err := f.ledger.Expire(f.ctx); n != 1 || err != nil {
+		t.Fatalf("Expire at ExpiresAt removed %d (%v), want 1", n, err)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Reserved: 2, Available: 8})
+	b, _, _ := f.store.Get(f.ctx, projectsKey)
+	if next, ok := ledger.NextExpiry(b); !ok || !next.Equal(t0.Add(30*time.Second+ledger.DefaultReservationTTL)) {
+		t.Fatalf("bucket NextExpiry = %v %v", next, ok)
+	}
+}
+
+func TestReservationTTLOption(t *testing.T) {
+	f := newFixture(t)
+	f.ledger = ledger.New(f.store, f.grants, ledger.WithClock(f.clock.Now), ledger.WithReservationTTL(5*time.Second))
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	mustReserve(t, f, claim("c", req(project("p"), rtProjects, 3, nil)))
+	b, _, _ := f.store.Get(f.ctx, projectsKey)
+	if r := b.Reservations["c"]; !r.ExpiresAt.Equal(t0.Add(5*time.Second)) || r.Amount != 3 || r.Object.UID != "uid-c" {
+		t.Fatalf("reservation = %+v", r)
+	}
+}
+
+func TestRealizeAfterExpiry(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 1, nil)
+	a := claim("a", req(project("p"), rtProjects, 1, nil))
+	mustReserve(t, f, a)
+	f.clock.now = t0.Add(ledger.DefaultReservationTTL)
+	if n, _ := f.ledger.Expire(f.ctx); n != 1 {
+		t.Fatalf("expired %d, want 1", n)
+	}
+	if d := mustReserve(t, f, claim("b", req(project("p"), rtProjects, 1, nil))); !d.Granted {
+		t.Fatal("reserve after expiry denied")
+	}
+	// a's object exists after all: it is counted, even over the limit.
+	if err := f.ledger.Realize(f.ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 1, Allocated: 1, Reserved: 1, Available: 0})
+	if err := f.ledger.Realize(f.ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 1, Allocated: 1, Reserved: 1, Available: 0})
+}
+
+func TestReleaseIdempotent(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	a := claim("a", req(project("p"), rtProjects, 4, nil))
+	r := claim("r", req(project("p"), rtProjects, 3, nil))
+	mustAllocate(t, f, a)
+	mustReserve(t, f, r)
+	for range 2 {
+		if err := f.ledger.Release(f.ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Reserved: 3, Available: 7})
+	}
+	for range 2 {
+		if err := f.ledger.Release(f.ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Available: 10})
+	}
+	// Releasing a claim that never held anything creates no bucket.
+	if err := f.ledger.Release(f.ctx, claim("x", req(project("nobody"), rtProjects, 1, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if list := snapshot(t, f); len(list) != 1 {
+		t.Fatalf("%d buckets, want 1", len(list))
+	}
+}
+
+func TestMessages(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	d := mustAllocate(t, f, claim("first", req(project("p"), rtProjects, 1, nil)))
+	if want := "granted 1 of resourcemanager.miloapis.com/projects: available 9 of 10 (allocated 1, reserved 0)"; !d.Granted || d.Message() != want || d.Requests[0].Message != want {
+		t.Fatalf("granted message %q, want %q", d.Message(), want)
+	}
+	mustAllocate(t, f, claim("rest", req(project("p"), rtProjects, 9, nil)))
+	d = mustReserve(t, f, claim("over", req(project("p"), rtProjects, 1, nil)))
+	if want := "requested 1 of resourcemanager.miloapis.com/projects, available 0 of 10 (allocated 10, reserved 0)"; d.Granted || d.Message() != want {
+		t.Fatalf("denied message %q, want %q", d.Message(), want)
+	}
+
+	// Granted multi-request decisions join every message; denied ones only
+	// the exceeded requests'.
+	f.grant(t, "ns/i#0", project("p"), rtInstances, 4, nil)
+	f.grant(t, "ns/o#0", org("o"), rtInstances, 2, nil)
+	d = mustReserve(t, f, claim("two", req(project("p"), rtInstances, 2, nil), req(org("o"), rtInstances, 2, nil)))
+	if want := "granted 2 of compute.miloapis.com/instances: available 2 of 4 (allocated 0, reserved 2); granted 2 of compute.miloapis.com/instances: available 0 of 2 (allocated 0, reserved 2)"; d.Message() != want {
+		t.Fatalf("joined granted message %q, want %q", d.Message(), want)
+	}
+	d = mustReserve(t, f, claim("three", req(project("p"), rtInstances, 3, nil), req(org("o"), rtInstances, 1, nil), req(project("p"), rtProjects, 1, nil)))
+	if want := "requested 3 of compute.miloapis.com/instances, available 2 of 4 (allocated 0, reserved 2); requested 1 of compute.miloapis.com/instances, available 0 of 2 (allocated 0, reserved 2); requested 1 of resourcemanager.miloapis.com/projects, available 0 of 10 (allocated 10, reserved 0)"; d.Granted || d.Message() != want {
+		t.Fatalf("joined denied message %q, want %q", d.Message(), want)
+	}
+}
+
+func TestRefusedErrorIsTyped(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 1, nil)
+	_, err := f.store.Apply(f.ctx, projectsKey, func(b *ledger.Bucket) error {
+		return &ledger.RefusedError{Bucket: projectsKey.Name(), Key: projectsKey, ResourceType: rtProjects, Requested: 2, Limit: 1, Available: 1}
+	})
+	var refused *ledger.RefusedError
+	if !errors.As(err, &refused) || !errors.Is(err, ledger.ErrQuotaExceeded) || refused.Requested != 2 {
+		t.Fatalf("err = %v", err)
+	}
+	if want := "quota exceeded: bucket " + projectsKey.Name() + ": requested 2 of resourcemanager.miloapis.com/projects, available 1 of 1 (allocated 0, reserved 0)"; err.Error() != want {
+		t.Fatalf("%q, want %q", err, want)
+	}
+	if _, ok, _ := f.store.Get(f.ctx, projectsKey); ok {
+		t.Fatal("refused Apply created the bucket")
+	}
+}

@@ -1,0 +1,124 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+func TestMemoryStoreCopies(t *testing.T) {
+	ctx := context.Background()
+	s := ledger.NewMemoryStore()
+	key := ledger.NewBucketKey(project("p"), rtProjects, nil)
+	var leaked *ledger.Bucket
+	got, err := s.Apply(ctx, key, func(b *ledger.Bucket) error {
+		b.Limit = 5
+		b.Grants = []ledger.GrantContribution{{GrantID: "g", Amount: 5}}
+		b.Allocations = map[string]int64{"a": 1}
+		b.Reservations = map[string]ledger.Reservation{"r": {ClaimID: "r", Amount: 2, ExpiresAt: t0}}
+		leaked = b
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scribbling over the returned bucket, a Get result, or what mutate was
+	// given must not reach the stored state.
+	got.Allocations["a"] = 100
+	got.Grants[0].Amount = 100
+	leaked.Reservations["x"] = ledger.Reservation{Amount: 100}
+	leaked.Allocations["y"] = 100
+	b, ok, _ := s.Get(ctx, key)
+	b.Allocations["z"] = 100
+	b.Grants[0].Amount = 100
+	b, ok, err = s.Get(ctx, key)
+	if err != nil || !ok {
+		t.Fatalf("Get: %v %v", ok, err)
+	}
+	want := ledger.Bucket{Key: key, Limit: 5, Grants: []ledger.GrantContribution{{GrantID: "g", Amount: 5}},
+		Allocations: map[string]int64{"a": 1}, Reservations: map[string]ledger.Reservation{"r": {ClaimID: "r", Amount: 2, ExpiresAt: t0}}}
+	if fmt.Sprint(b) != fmt.Sprint(want) {
+		t.Fatalf("stored bucket changed through an alias:\n got %+v\nwant %+v", b, want)
+	}
+}
+
+func TestMemoryStoreMutateErrorWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := ledger.NewMemoryStore()
+	key := ledger.NewBucketKey(project("p"), rtProjects, nil)
+	boom := errors.New("boom")
+	if _, err := s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Limit = 9; return boom }); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, ok, _ := s.Get(ctx, key); ok {
+		t.Fatal("failed Apply created the bucket")
+	}
+	if list, _ := s.List(ctx); len(list) != 0 {
+		t.Fatalf("List = %+v", list)
+	}
+	s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Limit = 1; return nil })
+	s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Limit = 2; return boom })
+	if b, _, _ := s.Get(ctx, key); b.Limit != 1 {
+		t.Fatalf("failed Apply changed limit to %d", b.Limit)
+	}
+	if _, err := s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Key.ResourceType = "other"; return nil }); err == nil {
+		t.Fatal("Apply accepted a changed key")
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Apply(cancelled, key, func(*ledger.Bucket) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Apply on cancelled context: %v", err)
+	}
+}
+
+func TestMemoryStoreListSortedByName(t *testing.T) {
+	ctx := context.Background()
+	s := ledger.NewMemoryStore()
+	for i := range 50 {
+		key := ledger.NewBucketKey(project(fmt.Sprint(i)), rtProjects, nil)
+		s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Limit = int64(i); return nil })
+	}
+	list, err := s.List(ctx)
+	if err != nil || len(list) != 50 {
+		t.Fatalf("List: %d %v", len(list), err)
+	}
+	if !slices.IsSortedFunc(list, func(a, b ledger.Bucket) int { return strings.Compare(a.Key.Name(), b.Key.Name()) }) {
+		t.Fatal("List not sorted by Name")
+	}
+}
+
+// Writers to one bucket are serialized: no lost update.
+func TestMemoryStoreApplyAtomic(t *testing.T) {
+	ctx := context.Background()
+	s := ledger.NewMemoryStore()
+	keys := []ledger.BucketKey{ledger.NewBucketKey(project("a"), rtProjects, nil), ledger.NewBucketKey(project("b"), rtProjects, nil)}
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			for range 100 {
+				s.Apply(ctx, keys[i%2], func(b *ledger.Bucket) error {
+					b.Limit++
+					if b.Allocations == nil {
+						b.Allocations = map[string]int64{}
+					}
+					b.Allocations[fmt.Sprint(i)]++
+					time.Sleep(0) // widen the window a lost update would need
+					return nil
+				})
+			}
+		})
+	}
+	wg.Wait()
+	for _, k := range keys {
+		if b, _, _ := s.Get(ctx, k); b.Limit != 1600 || len(b.Allocations) != 16 {
+			t.Fatalf("bucket %s: limit %d with %d allocations, want 1600 and 16", k, b.Limit, len(b.Allocations))
+		}
+	}
+}

@@ -1,0 +1,214 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Reserve is the admission path: it holds every requested amount as a
+// reservation that expires after the TTL unless Realize turns it into an
+// allocation. All or nothing: if any bucket refuses, what this call took is
+// rolled back and the decision is denied. A denied decision is not an error;
+// an error means the outcome is unknown or the claim is invalid. When a
+// rollback fails the denied Decision is returned together with the error.
+func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
+	return l.take(ctx, claim, kindReservation)
+}
+
+// Allocate is Reserve for claims decided by a controller for objects that
+// already exist: it records allocations directly.
+func (l *Ledger) Allocate(ctx context.Context, claim Claim) (Decision, error) {
+	return l.take(ctx, claim, kindAllocation)
+}
+
+type takeOutcome struct {
+	before, after Usage
+	added         bool // this call wrote the entry (as opposed to a replay)
+}
+
+func (l *Ledger) take(ctx context.Context, claim Claim, kind entryKind) (Decision, error) {
+	ts, err := l.targets(claim)
+	if err != nil {
+		return Decision{}, err
+	}
+	defer l.lockClaim(claim.ID)()
+	expires := l.now().Round(0).Add(l.ttl)
+
+	results := make([]RequestDecision, len(ts))
+	outcomes := make([]takeOutcome, len(ts))
+	for i, t := range ts {
+		results[i] = RequestDecision{Request: t.req, Bucket: t.name}
+	}
+	var added []target
+	var notAttempted []int
+	refused := false
+	for _, i := range byName(ts) {
+		if refused {
+			notAttempted = append(notAttempted, i)
+			continue
+		}
+		out, err := l.takeOne(ctx, claim, ts[i], kind, expires)
+		var refusal *RefusedError
+		switch {
+		case errors.As(err, &refusal):
+			refused = true
+			results[i].Reason = ReasonQuotaExceeded
+			results[i].setUsage(Usage{Limit: refusal.Limit, Allocated: refusal.Allocated, Reserved: refusal.Reserved, Available: refusal.Available})
+		case err != nil:
+			if rbErr := l.rollback(ctx, claim.ID, kind, added); rbErr != nil {
+				err = errors.Join(err, rbErr)
+			}
+			return Decision{}, err
+		default:
+			outcomes[i] = out
+			results[i].Reason = ReasonQuotaAvailable
+			if out.added {
+				added = append(added, ts[i])
+			}
+		}
+	}
+
+	if !refused {
+		for i := range results {
+			results[i].Granted = true
+			results[i].setUsage(outcomes[i].after)
+			results[i].setMessage()
+		}
+		return Decision{Granted: true, Requests: results}, nil
+	}
+
+	rbErr := l.rollback(ctx, claim.ID, kind, added)
+	for i := range results {
+		if results[i].Reason == ReasonQuotaAvailable {
+			results[i].setUsage(outcomes[i].before)
+		}
+	}
+	for _, i := range notAttempted {
+		u, fits, err := l.peek(ctx, claim.ID, ts[i])
+		if err != nil {
+			return Decision{}, errors.Join(err, rbErr)
+		}
+		results[i].setUsage(u)
+		results[i].Reason = ReasonQuotaExceeded
+		if fits {
+			results[i].Reason = ReasonQuotaAvailable
+		}
+	}
+	for i := range results {
+		results[i].setMessage()
+	}
+	return Decision{Granted: false, Requests: results}, rbErr
+}
+
+// takeOne is one bucket's atomic step of a take.
+func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, kind entryKind, expires time.Time) (takeOutcome, error) {
+	var out takeOutcome
+	_, err := l.store.Apply(ctx, t.key, func(b *Bucket) error {
+		out = takeOutcome{} // mutate may be retried; only the last run counts
+		// Judge on a read-only view with the call's limit and touch b only
+		// once the take succeeds, so a failing mutate leaves b as it was given
+		// (a batching store may then skip copying per caller).
+		view := *b
+		view.Limit = t.limit
+		before, err := view.Usage()
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", t.name, err)
+		}
+		out.before, out.after = before, before
+		if b.holds(claim.ID) {
+			return errUnchanged
+		}
+		need, err := checkedAdd(before.Allocated+before.Reserved, t.req.Amount) // the inner sum was checked by Usage
+		if err != nil {
+			return fmt.Errorf("bucket %s: allocated+reserved+requested: %w", t.name, err)
+		}
+		if need > t.limit {
+			return &RefusedError{
+				Bucket: t.name, Key: t.key, ResourceType: t.req.ResourceType, Requested: t.req.Amount,
+				Limit: before.Limit, Allocated: before.Allocated, Reserved: before.Reserved, Available: before.Available,
+			}
+		}
+		available, err := checkedSub(t.limit, need)
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", t.name, err)
+		}
+		t.setLimit(b)
+		out.after = Usage{Limit: t.limit, Allocated: before.Allocated, Reserved: before.Reserved, Available: available}
+		switch kind {
+		case kindReservation:
+			if b.Reservations == nil {
+				b.Reservations = map[string]Reservation{}
+			}
+			b.Reservations[claim.ID] = Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, ExpiresAt: expires}
+			out.after.Reserved += t.req.Amount
+		case kindAllocation:
+			if b.Allocations == nil {
+				b.Allocations = map[string]int64{}
+			}
+			b.Allocations[claim.ID] = t.req.Amount
+			out.after.Allocated += t.req.Amount
+		}
+		out.added = true
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		err = nil
+	}
+	return out, err
+}
+
+// rollback removes the entries this call added. Entries that were already
+// there (a replay) are left alone: the ledger never un-counts something it did
+// not just add. It runs even if ctx was cancelled, since abandoning it would
+// leave quota held by a denied claim.
+func (l *Ledger) rollback(ctx context.Context, claimID string, kind entryKind, ts []target) error {
+	ctx = context.WithoutCancel(ctx)
+	var errs []error
+	for i := len(ts) - 1; i >= 0; i-- {
+		t := ts[i]
+		_, err := l.store.Apply(ctx, t.key, func(b *Bucket) error {
+			switch kind {
+			case kindReservation:
+				if _, ok := b.Reservations[claimID]; !ok {
+					return errUnchanged
+				}
+				delete(b.Reservations, claimID)
+			case kindAllocation:
+				if _, ok := b.Allocations[claimID]; !ok {
+					return errUnchanged
+				}
+				delete(b.Allocations, claimID)
+			}
+			t.setLimit(b)
+			return nil
+		})
+		if err != nil && !errors.Is(err, errUnchanged) {
+			errs = append(errs, fmt.Errorf("roll back claim %q in bucket %s: %w", claimID, t.name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// peek reports a bucket's numbers (with the call's limit) and whether the
+// request would fit, for requests not attempted after an earlier refusal.
+func (l *Ledger) peek(ctx context.Context, claimID string, t target) (Usage, bool, error) {
+	b, ok, err := l.store.Get(ctx, t.key)
+	if err != nil {
+		return Usage{}, false, err
+	}
+	if !ok {
+		b = Bucket{Key: t.key}
+	}
+	b.Limit = t.limit
+	u, err := b.Usage()
+	if err != nil {
+		return Usage{}, false, fmt.Errorf("bucket %s: %w", t.name, err)
+	}
+	if b.holds(claimID) {
+		return u, true, nil
+	}
+	need, err := checkedAdd(u.Allocated+u.Reserved, t.req.Amount)
+	return u, err == nil && need <= t.limit, nil
+}

@@ -1,0 +1,37 @@
+package v1alpha1
+
+import "strings"
+
+const (
+	// LabelPrefix is the prefix of quotakeeper's own labels and annotations.
+	LabelPrefix = "quota.miloapis.com"
+
+	// ReservationIDAnnotation on a ResourceClaim holds the ledger claim id
+	// its allocations are recorded under. The realization controller sets it
+	// to the reservation id made at admission (the object's uid); a claim
+	// without it uses its own uid.
+	ReservationIDAnnotation = LabelPrefix + "/reservation-id"
+)
+
+// ConsumerLabelKey is the namespace label that names a namespace's consumer
+// of the given kind: a namespace labelled
+// resourcemanager.miloapis.com/organization=acme belongs to Organization acme.
+// Namespaces with the same label value share that consumer's quota. The key is
+// the kind's API group (quota.miloapis.com for the core group) and the kind
+// in lower case.
+func ConsumerLabelKey(apiGroup, kind string) string {
+	if apiGroup == "" {
+		apiGroup = LabelPrefix
+	}
+	return apiGroup + "/" + strings.ToLower(kind)
+}
+
+// NamespaceBelongsTo reports whether a namespace with the given name and
+// labels belongs to the consumer: it is the consumer (kind Namespace in the
+// core group), or it carries the consumer's label with the consumer's name.
+func NamespaceBelongsTo(namespace string, labels map[string]string, c ConsumerRef) bool {
+	if c.APIGroup == "" && c.Kind == "Namespace" {
+		return c.Name == namespace
+	}
+	return labels[ConsumerLabelKey(c.APIGroup, c.Kind)] == c.Name
+}

@@ -1,0 +1,10 @@
+// This file is laid over Gatekeeper's main package at build time
+// (`make gatekeeper`: go build -mod=vendor -overlay). It is the only thing we
+// add to Gatekeeper: init() runs before Gatekeeper's main creates its rego
+// driver, so our builtins are registered in time, and it appends our setup
+// to the manager functions Gatekeeper runs.
+package main
+
+import "github.com/quotakeeper/quotakeeper/plugin"
+
+func init() { plugin.Install() }

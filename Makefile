@@ -61,16 +61,19 @@ gatekeeper: $(GATEKEEPER) ## Gatekeeper v3.23.1 with quotakeeper's builtins and 
 
 # vendor/ is generated, never committed: the Go toolchain refuses overlays
 # into the module cache, so Gatekeeper's main package is built from vendor/
-# with one file of ours laid over it.
+# with one file of ours laid over it. vendor/ is removed afterwards: while it
+# exists every go command defaults to -mod=vendor, and a go.mod change would
+# then break all builds until someone re-vendored.
 $(GATEKEEPER): go.mod go.sum $(shell find plugin builtins ledger mirror api hack/gatekeeper -name '*.go' 2>/dev/null)
 	go mod vendor
 	hack/gatekeeper/overlay.sh > $(BIN)/gatekeeper-overlay.json
-	go build -mod=vendor -overlay $(BIN)/gatekeeper-overlay.json -o $@ github.com/open-policy-agent/gatekeeper/v3
+	go build -mod=vendor -overlay $(BIN)/gatekeeper-overlay.json -o $@ github.com/open-policy-agent/gatekeeper/v3 || { rm -rf vendor; exit 1; }
+	rm -rf vendor
 
 unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
 
-test: verify testbin ## Everything CI runs: verify, then unit and envtest suites with the race detector.
+test: verify testbin gatekeeper ## Everything CI runs: verify, then unit, envtest and end-to-end suites with the race detector.
 	go test $(GO_TEST_FLAGS) ./...
 
 # Benchmarks that talk to an apiserver run a fixed count: their b.N would

@@ -42,7 +42,7 @@ func RepoRoot() string {
 
 // Start brings up etcd and kube-apiserver and installs the CRDs from config/crd.
 func Start() (*Env, error) {
-	assets, err := assetsDir()
+	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
 	}
@@ -76,8 +76,8 @@ func (e *Env) Stop() error { return e.env.Stop() }
 // GVK returns the GroupVersionKind of a quotakeeper kind.
 func GVK(kind string) schema.GroupVersionKind { return quotav1alpha1.GroupVersion.WithKind(kind) }
 
-// assetsDir finds the directory holding kube-apiserver and etcd.
-func assetsDir() (string, error) {
+// AssetsDir finds the directory holding kube-apiserver and etcd.
+func AssetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, requireBinaries(dir)
 	}

@@ -1,0 +1,308 @@
+// Package localcluster brings up quotakeeper as users run it, on this
+// machine: a real etcd and kube-apiserver (from bin/testbin), our CRDs and
+// Gatekeeper's, one or more Gatekeeper processes built with our plugin behind
+// a loopback load balancer that the ValidatingWebhookConfiguration points at,
+// and the quotakeeper manager. `make run` and the end-to-end tests both use
+// it. There is no container runtime here: every component is a local process.
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
+)
+
+// GatekeeperNamespace is where Gatekeeper runs, as its chart installs it.
+const GatekeeperNamespace = "gatekeeper-system"
+
+// Options describe the cluster to bring up.
+type Options struct {
+	// Dir holds certificates, kubeconfig and logs; it must exist.
+	Dir string
+	// Gatekeeper is the path of the Gatekeeper binary built with our plugin.
+	Gatekeeper string
+	// GatekeeperReplicas behind the load balancer; at least 1.
+	GatekeeperReplicas int
+	// Manager is the path of the quotakeeper manager binary; empty runs none.
+	Manager string
+	// ManagerArgs are extra flags for the manager.
+	ManagerArgs []string
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	// Config reaches the apiserver as cluster administrator.
+	Config *rest.Config
+	// Client knows quotakeeper's kinds.
+	Client client.Client
+	// Kubeconfig is the path of an administrator kubeconfig for kubectl.
+	Kubeconfig string
+	// Gatekeepers are the Gatekeeper replicas, in order.
+	Gatekeepers []*Process
+	// Manager is the quotakeeper manager, when one runs.
+	Manager *Process
+
+	opts     Options
+	env      *envtest.Environment
+	webhooks envtest.WebhookInstallOptions
+	balancer *Balancer
+}
+
+// Start brings the cluster up. On error, everything started is stopped.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	if opts.GatekeeperReplicas < 1 {
+		opts.GatekeeperReplicas = 1
+	}
+	gkCRDs, err := gatekeeperCRDDir()
+	if err != nil {
+		return nil, err
+	}
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := quotav1alpha1.AddToScheme(scheme.Scheme); err != nil {
+		return nil, err
+	}
+	c = &Cluster{opts: opts}
+	c.env = &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     []string{filepath.Join(testenv.RepoRoot(), "config", "crd"), gkCRDs},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme.Scheme,
+	}
+	if c.Config, err = c.env.Start(); err != nil {
+		return nil, fmt.Errorf("control plane: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+			c = nil
+		}
+	}()
+	c.Config.QPS, c.Config.Burst = 1000, 2000
+	if c.Client, err = client.New(c.Config, client.Options{Scheme: scheme.Scheme}); err != nil {
+		return nil, err
+	}
+	if c.Kubeconfig, err = c.writeKubeconfig(); err != nil {
+		return nil, err
+	}
+	for _, ns := range []string{GatekeeperNamespace, kubestore.DefaultSystemNamespace} {
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+			Labels: map[string]string{"admission.gatekeeper.sh/ignore": "no-self-managing"}}}
+		if err := c.Client.Create(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	// One serving certificate for 127.0.0.1 from a CA of our own, shared by
+	// every replica, so the balancer can pass TLS through.
+	c.webhooks = envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
+	if err := c.webhooks.PrepWithoutInstalling(); err != nil {
+		return nil, err
+	}
+	if err := c.startGatekeepers(ctx); err != nil {
+		return nil, err
+	}
+	if opts.Manager != "" {
+		if err := c.startManager(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Stop ends every process and the control plane.
+func (c *Cluster) Stop() {
+	if c.Manager != nil {
+		c.Manager.Stop()
+	}
+	for _, p := range c.Gatekeepers {
+		p.Stop()
+	}
+	if c.balancer != nil {
+		_ = c.balancer.Close()
+	}
+	_ = c.webhooks.Cleanup()
+	if c.env != nil {
+		_ = c.env.Stop()
+	}
+}
+
+// CAData is the CA that signed the webhook serving certificate.
+func (c *Cluster) CAData() []byte { return c.webhooks.LocalServingCAData }
+
+// CertDir holds tls.crt and tls.key for 127.0.0.1.
+func (c *Cluster) CertDir() string { return c.webhooks.LocalServingCertDir }
+
+func (c *Cluster) writeKubeconfig() (string, error) {
+	user, err := c.env.AddUser(envtest.User{Name: "quotakeeper-admin", Groups: []string{"system:masters"}}, c.Config)
+	if err != nil {
+		return "", err
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.opts.Dir, "kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
+}
+
+// gatekeeperCRDDir is Gatekeeper's own CRDs, from its module directory.
+func gatekeeperCRDDir() (string, error) {
+	cmd := exec.Command("go", "list", "-mod=mod", "-m", "-f", "{{.Dir}}", "github.com/open-policy-agent/gatekeeper/v3")
+	cmd.Dir = testenv.RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("find Gatekeeper's module directory: %w", err)
+	}
+	dir := filepath.Join(strings.TrimSpace(string(out)), "charts", "gatekeeper", "crds")
+	if _, err := os.Stat(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+func (c *Cluster) startGatekeepers(ctx context.Context) error {
+	var backends []string
+	for i := range c.opts.GatekeeperReplicas {
+		p, addr, err := c.gatekeeperProcess(ctx, i)
+		if err != nil {
+			return err
+		}
+		c.Gatekeepers = append(c.Gatekeepers, p)
+		backends = append(backends, addr)
+	}
+	var err error
+	if c.balancer, err = NewBalancer(backends); err != nil {
+		return err
+	}
+	for _, p := range c.Gatekeepers {
+		if err := p.Start(ctx, 3*time.Minute); err != nil {
+			return err
+		}
+	}
+	return c.Client.Create(ctx, c.validatingWebhook())
+}
+
+func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, string, error) {
+	name := fmt.Sprintf("gatekeeper-%d", i)
+	// Gatekeeper's status writers look their Pod up; without a kubelet it
+	// simply stays Pending.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: GatekeeperNamespace},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "local/gatekeeper-quotakeeper"}}},
+	}
+	if err := c.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, "", err
+	}
+	var ports [4]int
+	for j := range ports {
+		port, err := freePort()
+		if err != nil {
+			return nil, "", err
+		}
+		ports[j] = port
+	}
+	webhook, health, metrics, prom := ports[0], ports[1], ports[2], ports[3]
+	return &Process{
+		Name: name,
+		Path: c.opts.Gatekeeper,
+		Args: []string{
+			"--kubeconfig=" + c.Kubeconfig,
+			"--port=" + fmt.Sprint(webhook),
+			"--host=127.0.0.1",
+			"--cert-dir=" + c.CertDir(),
+			"--disable-cert-rotation",
+			"--health-addr=127.0.0.1:" + fmt.Sprint(health),
+			"--metrics-addr=127.0.0.1:" + fmt.Sprint(metrics),
+			"--prometheus-port=" + fmt.Sprint(prom),
+			"--enable-k8s-native-validation=false",
+			"--log-denies",
+			"--audit-interval=5",
+		},
+		Env:     []string{"POD_NAMESPACE=" + GatekeeperNamespace, "POD_NAME=" + name},
+		LogPath: filepath.Join(c.opts.Dir, name+".log"),
+		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),
+	}, fmt.Sprintf("127.0.0.1:%d", webhook), nil
+}
+
+// validatingWebhook sends every create and update, except of our own quota
+// objects (which the quotakeeper webhooks guard), to Gatekeeper through the
+// balancer, failing closed as quota enforcement must.
+func (c *Cluster) validatingWebhook() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	url := "https://" + c.balancer.Addr() + "/v1/admit"
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	timeout := int32(10)
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "gatekeeper-validating-webhook-configuration"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "validation.gatekeeper.sh",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CAData()},
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             &none,
+			FailurePolicy:           &fail,
+			TimeoutSeconds:          &timeout,
+			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: "admission.gatekeeper.sh/ignore", Operator: metav1.LabelSelectorOpDoesNotExist,
+			}}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}},
+			}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name:       "not-quota-objects",
+				Expression: `request.resource.group != "quota.miloapis.com"`,
+			}},
+		}},
+	}
+}
+
+func (c *Cluster) startManager(ctx context.Context) error {
+	health, err := freePort()
+	if err != nil {
+		return err
+	}
+	metrics, err := freePort()
+	if err != nil {
+		return err
+	}
+	c.Manager = &Process{
+		Name: "quotakeeper-manager",
+		Path: c.opts.Manager,
+		Args: append([]string{
+			"--kubeconfig=" + c.Kubeconfig,
+			"--health-probe-bind-address=127.0.0.1:" + fmt.Sprint(health),
+			"--metrics-bind-address=127.0.0.1:" + fmt.Sprint(metrics),
+		}, c.opts.ManagerArgs...),
+		LogPath: filepath.Join(c.opts.Dir, "quotakeeper-manager.log"),
+		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),
+	}
+	return c.Manager.Start(ctx, 2*time.Minute)
+}
+
+// Restart starts a killed or stopped process again.
+func (c *Cluster) Restart(ctx context.Context, p *Process) error {
+	if p == nil {
+		return errors.New("no such process")
+	}
+	return p.Start(ctx, 3*time.Minute)
+}

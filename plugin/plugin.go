@@ -3,20 +3,73 @@
 // function that joins Gatekeeper's own manager to give those builtins a
 // Kubernetes-backed ledger. It is linked into Gatekeeper's main package by a
 // one-line overlay file (hack/gatekeeper); see docs/architecture.md.
+//
+// Only the decision path runs inside Gatekeeper: the grant mirror (an
+// informer on ResourceGrants) and the ledger over AllowanceBucket status. The
+// controllers that realize, expire and repair run in the separate,
+// leader-elected quotakeeper manager; every Gatekeeper replica may decide at
+// once, which the ledger's compare-and-swap makes safe.
 package plugin
 
 import (
+	"context"
+	"flag"
+	"fmt"
+
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+	"github.com/quotakeeper/quotakeeper/mirror"
+)
+
+// Flags join Gatekeeper's own command line (it parses the standard flag set).
+var (
+	systemNamespace = flag.String("quota-system-namespace", kubestore.DefaultSystemNamespace,
+		"namespace holding the AllowanceBuckets of consumers that are not namespaces (quotakeeper)")
+	reservationTTL = flag.Duration("quota-reservation-ttl", ledger.DefaultReservationTTL,
+		"how long an admission reservation holds quota before it expires unless its object appears (quotakeeper)")
 )
 
 // Install registers the builtins and appends AddToManager to Gatekeeper's
 // manager functions. Call it once, from an init function.
 func Install() {
+	builtins.Register()
 	controller.AddToManagerFuncs = append(controller.AddToManagerFuncs, AddToManager)
 }
 
-// AddToManager wires the ledger behind the builtins into mgr.
+// AddToManager gives the builtins a ledger once the grant mirror has synced.
+// Until then they halt, so admission fails closed rather than deciding
+// against limits computed from grants not yet seen.
 func AddToManager(mgr manager.Manager) error {
+	if err := quotav1alpha1.AddToScheme(mgr.GetScheme()); err != nil {
+		return err
+	}
+	l, m, err := mirror.NewLedger(mgr, *systemNamespace, ledger.WithReservationTTL(*reservationTTL))
+	if err != nil {
+		return fmt.Errorf("quotakeeper ledger: %w", err)
+	}
+	return mgr.Add(useWhenSynced{ledger: l, mirror: m})
+}
+
+// useWhenSynced hands the ledger to the builtins once the mirror has synced.
+type useWhenSynced struct {
+	ledger *ledger.Ledger
+	mirror *mirror.Mirror
+}
+
+func (u useWhenSynced) Start(ctx context.Context) error {
+	if err := mirror.WaitForSync(ctx, u.mirror); err != nil {
+		return nil // shutting down before the mirror synced
+	}
+	builtins.Use(u.ledger)
+	<-ctx.Done()
+	builtins.Use(nil)
 	return nil
 }
+
+// NeedLeaderElection is false: every replica answers admission requests.
+func (useWhenSynced) NeedLeaderElection() bool { return false }

@@ -45,6 +45,9 @@ type Options struct {
 	Manager string
 	// ManagerArgs are extra flags for the manager.
 	ManagerArgs []string
+	// ReservationTTL is passed to Gatekeeper's plugin and the manager; zero
+	// keeps their default.
+	ReservationTTL time.Duration
 }
 
 // Cluster is a running local cluster.
@@ -114,7 +117,13 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}
 	// One serving certificate for 127.0.0.1 from a CA of our own, shared by
 	// every replica, so the balancer can pass TLS through.
+	// The manager serves quotakeeper's own webhooks on the port envtest
+	// picks, with the same certificate; config/webhook's configurations are
+	// rewritten to that URL.
 	c.webhooks = envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
+	if opts.Manager != "" {
+		c.webhooks.Paths = []string{filepath.Join(testenv.RepoRoot(), "config", "webhook")}
+	}
 	if err := c.webhooks.PrepWithoutInstalling(); err != nil {
 		return nil, err
 	}
@@ -225,7 +234,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 	return &Process{
 		Name: name,
 		Path: c.opts.Gatekeeper,
-		Args: []string{
+		Args: append([]string{
 			"--kubeconfig=" + c.Kubeconfig,
 			"--port=" + fmt.Sprint(webhook),
 			"--host=127.0.0.1",
@@ -237,7 +246,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 			"--enable-k8s-native-validation=false",
 			"--log-denies",
 			"--audit-interval=5",
-		},
+		}, c.ttlArg("--quota-reservation-ttl")...),
 		Env:     []string{"POD_NAMESPACE=" + GatekeeperNamespace, "POD_NAME=" + name},
 		LogPath: filepath.Join(c.opts.Dir, name+".log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),
@@ -266,7 +275,7 @@ func (c *Cluster) validatingWebhook() *admissionregistrationv1.ValidatingWebhook
 			}}},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}},
 			}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{
 				Name:       "not-quota-objects",
@@ -288,15 +297,29 @@ func (c *Cluster) startManager(ctx context.Context) error {
 	c.Manager = &Process{
 		Name: "quotakeeper-manager",
 		Path: c.opts.Manager,
-		Args: append([]string{
+		Args: append(append([]string{
 			"--kubeconfig=" + c.Kubeconfig,
 			"--health-probe-bind-address=127.0.0.1:" + fmt.Sprint(health),
 			"--metrics-bind-address=127.0.0.1:" + fmt.Sprint(metrics),
-		}, c.opts.ManagerArgs...),
+			"--leader-election-namespace=" + kubestore.DefaultSystemNamespace,
+			"--webhook-port=" + fmt.Sprint(c.webhooks.LocalServingPort),
+			"--cert-dir=" + c.CertDir(),
+			"--disable-cert-rotation",
+		}, c.ttlArg("--reservation-ttl")...), c.opts.ManagerArgs...),
 		LogPath: filepath.Join(c.opts.Dir, "quotakeeper-manager.log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),
 	}
-	return c.Manager.Start(ctx, 2*time.Minute)
+	if err := c.Manager.Start(ctx, 2*time.Minute); err != nil {
+		return err
+	}
+	return c.webhooks.Install(c.Config)
+}
+
+func (c *Cluster) ttlArg(flag string) []string {
+	if c.opts.ReservationTTL == 0 {
+		return nil
+	}
+	return []string{flag + "=" + c.opts.ReservationTTL.String()}
 }
 
 // Restart starts a killed or stopped process again.

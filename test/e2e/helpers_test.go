@@ -1,0 +1,209 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+)
+
+const orgGroup = "resourcemanager.miloapis.com"
+
+var (
+	namespaceConsumer = quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"}
+	orgConsumer       = quotav1alpha1.ConsumerTypeRef{APIGroup: orgGroup, Kind: "Organization"}
+)
+
+// eventually polls cond until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func create(t *testing.T, obj client.Object) {
+	t.Helper()
+	if err := cluster.Client.Create(context.Background(), obj); err != nil {
+		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func namespace(t *testing.T, name string, labels map[string]string) {
+	t.Helper()
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+}
+
+func registration(t *testing.T, resourceType string, typ quotav1alpha1.RegistrationType, consumer quotav1alpha1.ConsumerTypeRef) {
+	t.Helper()
+	name := strings.NewReplacer("/", "-", ".", "-").Replace(resourceType)
+	reg := &quotav1alpha1.ResourceRegistration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: quotav1alpha1.ResourceRegistrationSpec{
+			ConsumerTypeRef: consumer, Type: typ, ResourceType: resourceType, BaseUnit: "count",
+			ClaimingResources: []quotav1alpha1.GroupKind{{Kind: "ConfigMap"}},
+		},
+	}
+	create(t, reg)
+	eventually(t, time.Minute, "registration "+name+" Active", func() error {
+		got := &quotav1alpha1.ResourceRegistration{}
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(reg), got); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, quotav1alpha1.ConditionActive) {
+			return fmt.Errorf("conditions %+v", got.Status.Conditions)
+		}
+		return nil
+	})
+}
+
+// grant gives consumer amount of resourceType, in the namespace its buckets
+// live in, and waits until the grant is Active.
+func grant(t *testing.T, name string, consumer quotav1alpha1.ConsumerRef, resourceType string, amount int64) {
+	t.Helper()
+	ns := kubestore.BucketNamespace(ledger.Consumer{APIGroup: consumer.APIGroup, Kind: consumer.Kind, Name: consumer.Name, Namespace: consumer.Namespace}, kubestore.DefaultSystemNamespace)
+	g := &quotav1alpha1.ResourceGrant{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: quotav1alpha1.ResourceGrantSpec{
+			ConsumerRef: consumer,
+			Allowances: []quotav1alpha1.Allowance{{
+				ResourceType: resourceType, Buckets: []quotav1alpha1.GrantBucket{{Amount: amount}},
+			}},
+		},
+	}
+	create(t, g)
+	eventually(t, time.Minute, "grant "+name+" Active", func() error {
+		got := &quotav1alpha1.ResourceGrant{}
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(g), got); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, quotav1alpha1.ConditionActive) {
+			return fmt.Errorf("conditions %+v", got.Status.Conditions)
+		}
+		return nil
+	})
+}
+
+// quotaEntity creates a QuotaEntity constraint over ConfigMaps in namespaces
+// and waits until every Gatekeeper replica enforces it.
+func quotaEntity(t *testing.T, name string, namespaces []string, parameters map[string]any) {
+	t.Helper()
+	c := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "constraints.gatekeeper.sh/v1beta1",
+		"kind":       "QuotaEntity",
+		"metadata":   map[string]any{"name": name},
+		"spec": map[string]any{
+			"match": map[string]any{
+				"kinds":      []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}},
+				"namespaces": toAny(namespaces),
+			},
+			"parameters": parameters,
+		},
+	}}
+	if err := cluster.Apply(context.Background(), time.Minute, c); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "constraint "+name+" enforced by every replica", func() error {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(c.GroupVersionKind())
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, got); err != nil {
+			return err
+		}
+		byPod, _, _ := unstructured.NestedSlice(got.Object, "status", "byPod")
+		enforced := 0
+		for _, p := range byPod {
+			if e, _, _ := unstructured.NestedBool(p.(map[string]any), "enforced"); e {
+				enforced++
+			}
+		}
+		if enforced < len(cluster.Gatekeepers) {
+			return fmt.Errorf("enforced by %d of %d replicas", enforced, len(cluster.Gatekeepers))
+		}
+		return nil
+	})
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func configMap(namespace, name string, labels map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}}
+}
+
+// createConfigMap creates a ConfigMap and returns the admission error, if any.
+func createConfigMap(namespace, name string, opts ...client.CreateOption) error {
+	return cluster.Client.Create(context.Background(), configMap(namespace, name, nil), opts...)
+}
+
+func mustAdmit(t *testing.T, namespace, name string) {
+	t.Helper()
+	if err := createConfigMap(namespace, name); err != nil {
+		t.Fatalf("ConfigMap %s/%s denied: %v", namespace, name, err)
+	}
+}
+
+func mustDeny(t *testing.T, namespace, name string, wantInMessage ...string) {
+	t.Helper()
+	err := createConfigMap(namespace, name)
+	if err == nil {
+		t.Fatalf("ConfigMap %s/%s admitted past the limit", namespace, name)
+	}
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("ConfigMap %s/%s: want a Forbidden admission denial, got %v", namespace, name, err)
+	}
+	for _, want := range wantInMessage {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("denial of %s/%s does not say %q:\n%v", namespace, name, want, err)
+		}
+	}
+}
+
+// bucket reads the status of the bucket of consumer and resourceType.
+func bucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string) quotav1alpha1.AllowanceBucketStatus {
+	t.Helper()
+	key := ledger.NewBucketKey(ledger.Consumer{APIGroup: consumer.APIGroup, Kind: consumer.Kind, Name: consumer.Name, Namespace: consumer.Namespace}, resourceType, nil)
+	obj := &quotav1alpha1.AllowanceBucket{}
+	err := cluster.Client.Get(context.Background(), client.ObjectKey{
+		Namespace: kubestore.BucketNamespace(key.Consumer, kubestore.DefaultSystemNamespace), Name: key.Name()}, obj)
+	if err != nil {
+		t.Fatalf("bucket of %s %s: %v", consumer.Name, resourceType, err)
+	}
+	return obj.Status
+}
+
+// waitBucket waits until the bucket shows allocated and reserved.
+func waitBucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string, allocated, reserved int64) {
+	t.Helper()
+	eventually(t, time.Minute, fmt.Sprintf("bucket %s %s at allocated %d reserved %d", consumer.Name, resourceType, allocated, reserved), func() error {
+		st := bucket(t, consumer, resourceType)
+		if st.Allocated != allocated || st.Reserved != reserved {
+			return fmt.Errorf("limit %d allocated %d reserved %d available %d", st.Limit, st.Allocated, st.Reserved, st.Available)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,147 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// With a grant of 3, three ConfigMaps are admitted, the fourth is denied
+// with requested/available/limit, and deleting one lets the next in.
+func TestEntityQuota(t *testing.T) {
+	const ns, rt = "e2e-entity", "e2e.quota/entity-configmaps"
+	namespace(t, ns, nil)
+	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	grant(t, "configmaps", consumer, rt, 3)
+	quotaEntity(t, "e2e-entity", []string{ns}, map[string]any{"resourceType": rt})
+
+	for i := 1; i <= 3; i++ {
+		mustAdmit(t, ns, fmt.Sprintf("cm-%d", i))
+	}
+	mustDeny(t, ns, "cm-4", "requested 1 of "+rt, "available 0 of 3")
+
+	// Admitted objects are realized into owned claims.
+	waitBucket(t, consumer, rt, 3, 0)
+	var claims quotav1alpha1.ResourceClaimList
+	if err := cluster.Client.List(context.Background(), &claims, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(claims.Items) != 3 {
+		t.Fatalf("%d claims for 3 admitted ConfigMaps", len(claims.Items))
+	}
+	for _, c := range claims.Items {
+		if len(c.OwnerReferences) != 1 || c.OwnerReferences[0].Kind != "ConfigMap" ||
+			!meta.IsStatusConditionTrue(c.Status.Conditions, quotav1alpha1.ConditionGranted) {
+			t.Fatalf("claim %s: owners %+v conditions %+v", c.Name, c.OwnerReferences, c.Status.Conditions)
+		}
+	}
+
+	if err := cluster.Client.Delete(context.Background(), configMap(ns, "cm-1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	waitBucket(t, consumer, rt, 2, 0)
+	mustAdmit(t, ns, "cm-5")
+	mustDeny(t, ns, "cm-6", "available 0 of 3")
+}
+
+// Two namespaces labelled for one organization share its bucket.
+func TestSharedQuotaAcrossNamespaces(t *testing.T) {
+	const rt = "e2e.quota/shared-configmaps"
+	labels := map[string]string{quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization"): "e2e-shared"}
+	namespace(t, "e2e-shared-a", labels)
+	namespace(t, "e2e-shared-b", labels)
+	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, orgConsumer)
+	org := quotav1alpha1.ConsumerRef{APIGroup: orgGroup, Kind: "Organization", Name: "e2e-shared"}
+	grant(t, "e2e-shared", org, rt, 3)
+	quotaEntity(t, "e2e-shared", []string{"e2e-shared-a", "e2e-shared-b"}, map[string]any{
+		"resourceType": rt,
+		"consumers":    []any{map[string]any{"apiGroup": orgGroup, "kind": "Organization"}},
+	})
+
+	mustAdmit(t, "e2e-shared-a", "one")
+	mustAdmit(t, "e2e-shared-a", "two")
+	mustAdmit(t, "e2e-shared-b", "three")
+	mustDeny(t, "e2e-shared-b", "four", "available 0 of 3")
+	mustDeny(t, "e2e-shared-a", "four", "available 0 of 3")
+	waitBucket(t, org, rt, 3, 0)
+}
+
+// A project (namespace) grant of 5 under an organization grant of 3 admits
+// 3: the most restrictive cap wins.
+func TestCapOverGroup(t *testing.T) {
+	const ns, projectRT, orgRT = "e2e-cap", "e2e.quota/cap-project-configmaps", "e2e.quota/cap-org-configmaps"
+	namespace(t, ns, map[string]string{quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization"): "e2e-capco"})
+	registration(t, projectRT, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
+	registration(t, orgRT, quotav1alpha1.RegistrationTypeEntity, orgConsumer)
+	project := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	org := quotav1alpha1.ConsumerRef{APIGroup: orgGroup, Kind: "Organization", Name: "e2e-capco"}
+	grant(t, "project-cap", project, projectRT, 5)
+	grant(t, "e2e-capco", org, orgRT, 3)
+	quotaEntity(t, "e2e-cap", []string{ns}, map[string]any{
+		"resourceType": projectRT,
+		"consumers": []any{
+			map[string]any{"kind": "Namespace"},
+			map[string]any{"apiGroup": orgGroup, "kind": "Organization", "resourceType": orgRT},
+		},
+	})
+	for i := 1; i <= 3; i++ {
+		mustAdmit(t, ns, fmt.Sprintf("cm-%d", i))
+	}
+	mustDeny(t, ns, "cm-4", "requested 1 of "+orgRT, "available 0 of 3")
+	// The refusal took nothing from the project bucket.
+	waitBucket(t, project, projectRT, 3, 0)
+	waitBucket(t, org, orgRT, 3, 0)
+}
+
+// An owning service creates ResourceClaims and waits for the decision.
+func TestAllocationClaims(t *testing.T) {
+	const ns, rt = "e2e-alloc", "e2e.quota/cpu-millicores"
+	namespace(t, ns, nil)
+	registration(t, rt, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	grant(t, "cpu", consumer, rt, 4000)
+
+	decide := func(name string, amount int64) *quotav1alpha1.ResourceClaim {
+		claim := &quotav1alpha1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: quotav1alpha1.ResourceClaimSpec{
+				ConsumerRef: consumer,
+				Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: rt, Amount: amount}},
+			},
+		}
+		create(t, claim)
+		eventually(t, time.Minute, "claim "+name+" decided", func() error {
+			if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(claim), claim); err != nil {
+				return err
+			}
+			if c := meta.FindStatusCondition(claim.Status.Conditions, quotav1alpha1.ConditionGranted); c == nil || c.Reason == quotav1alpha1.ReasonPendingEvaluation {
+				return fmt.Errorf("conditions %+v", claim.Status.Conditions)
+			}
+			return nil
+		})
+		return claim
+	}
+	granted := decide("instance-a", 3000)
+	c := meta.FindStatusCondition(granted.Status.Conditions, quotav1alpha1.ConditionGranted)
+	if c.Status != metav1.ConditionTrue || c.Reason != quotav1alpha1.ReasonQuotaAvailable {
+		t.Fatalf("3000 of 4000: %+v", c)
+	}
+	denied := decide("instance-b", 2000)
+	c = meta.FindStatusCondition(denied.Status.Conditions, quotav1alpha1.ConditionGranted)
+	if c.Status != metav1.ConditionFalse || c.Reason != quotav1alpha1.ReasonQuotaExceeded {
+		t.Fatalf("2000 more: %+v", c)
+	}
+	waitBucket(t, consumer, rt, 3000, 0)
+	if err := cluster.Client.Delete(context.Background(), granted); err != nil {
+		t.Fatal(err)
+	}
+	waitBucket(t, consumer, rt, 0, 0)
+}

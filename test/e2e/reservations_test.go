@@ -1,0 +1,160 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+const denyLaterLabel = "e2e.quota/deny-later"
+
+// denyLater is a second validating webhook that denies labelled ConfigMaps
+// after Gatekeeper has allowed them (validating webhooks run in parallel, so
+// Gatekeeper has reserved by then): the object never appears.
+func denyLater(t *testing.T, namespace string) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/deny", func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var cm corev1.ConfigMap
+		_ = json.Unmarshal(review.Request.Object.Raw, &cm)
+		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: cm.Labels[denyLaterLabel] != "true"}
+		if !resp.Allowed {
+			resp.Result = &metav1.Status{Message: "denied later in the admission chain", Code: http.StatusForbidden}
+		}
+		review.Response, review.Request = resp, nil
+		_ = json.NewEncoder(w).Encode(review)
+	})
+	srv := &http.Server{Handler: mux}
+	go func() {
+		err := srv.ServeTLS(l, filepath.Join(cluster.CertDir(), "tls.crt"), filepath.Join(cluster.CertDir(), "tls.key"))
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Error(err)
+		}
+	}()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	url := "https://" + l.Addr().String() + "/deny"
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	create(t, &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-deny-later"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "deny-later.e2e.quota",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: cluster.CAData()},
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             &none,
+			FailurePolicy:           &fail,
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+				"kubernetes.io/metadata.name": namespace}},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+			}},
+		}},
+	})
+}
+
+// A reservation whose object never appears expires and returns its amount;
+// server-side dry runs and audit consume nothing.
+func TestReservationsExpireAndDryRunConsumesNothing(t *testing.T) {
+	const ns, rt = "e2e-reserve", "e2e.quota/reserve-configmaps"
+	namespace(t, ns, nil)
+	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	grant(t, "configmaps", consumer, rt, 2)
+	quotaEntity(t, "e2e-reserve", []string{ns}, map[string]any{"resourceType": rt})
+	denyLater(t, ns)
+
+	// Wait until the second webhook is in the chain.
+	eventually(t, time.Minute, "deny-later webhook serving", func() error {
+		err := cluster.Client.Create(context.Background(),
+			configMap(ns, "probe", map[string]string{denyLaterLabel: "true"}), client.DryRunAll)
+		if err == nil || !strings.Contains(err.Error(), "denied later") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+
+	err := cluster.Client.Create(context.Background(), configMap(ns, "never", map[string]string{denyLaterLabel: "true"}))
+	if err == nil || !strings.Contains(err.Error(), "denied later in the admission chain") {
+		t.Fatalf("want the second webhook's denial, got %v", err)
+	}
+	// Gatekeeper reserved for it; the reservation holds quota until it expires.
+	st := bucket(t, consumer, rt)
+	if st.Reserved != 1 || st.Allocated != 0 || len(st.Reservations) != 1 || st.Reservations[0].Object.Name != "never" {
+		t.Fatalf("after the later denial: allocated %d reserved %d reservations %+v", st.Allocated, st.Reserved, st.Reservations)
+	}
+	// It expires after the TTL, and nothing leaks.
+	eventually(t, reservationTTL+45*time.Second, "reservation expired", func() error {
+		if st := bucket(t, consumer, rt); st.Reserved != 0 || st.Allocated != 0 {
+			return errors.New("still held")
+		}
+		return nil
+	})
+
+	// Server-side dry runs are judged but reserve nothing.
+	for range 3 {
+		if err := createConfigMap(ns, "dry", client.DryRunAll); err != nil {
+			t.Fatalf("dry run denied with quota free: %v", err)
+		}
+	}
+	mustAdmit(t, ns, "real-1")
+	mustAdmit(t, ns, "real-2")
+	// A dry run past the limit is denied with the message the real request would get.
+	err = createConfigMap(ns, "dry-over", client.DryRunAll)
+	if err == nil || !strings.Contains(err.Error(), "available 0 of 2") {
+		t.Fatalf("dry run past the limit: %v", err)
+	}
+	waitBucket(t, consumer, rt, 2, 0)
+
+	// Audit (every 5s) reviews the existing objects and reserves nothing:
+	// wait for an audit that started after both objects existed.
+	waitAudit(t, "QuotaEntity", "e2e-reserve", time.Now())
+	if st := bucket(t, consumer, rt); st.Allocated != 2 || st.Reserved != 0 {
+		t.Fatalf("after audit: allocated %d reserved %d", st.Allocated, st.Reserved)
+	}
+}
+
+// waitAudit waits until Gatekeeper's audit of a constraint has run after since.
+func waitAudit(t *testing.T, kind, name string, since time.Time) {
+	t.Helper()
+	eventually(t, time.Minute, "an audit of "+name, func() error {
+		c := &unstructured.Unstructured{}
+		c.SetAPIVersion("constraints.gatekeeper.sh/v1beta1")
+		c.SetKind(kind)
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, c); err != nil {
+			return err
+		}
+		ts, _, _ := unstructured.NestedString(c.Object, "status", "auditTimestamp")
+		at, err := time.Parse(time.RFC3339, ts)
+		if err != nil || !at.After(since) {
+			return fmt.Errorf("last audit %q", ts)
+		}
+		return nil
+	})
+}

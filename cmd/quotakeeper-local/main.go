@@ -1,7 +1,7 @@
 // Command quotakeeper-local is `make run`: it brings up a local control plane
 // (etcd and kube-apiserver from bin/testbin), Gatekeeper built with the
-// quotakeeper plugin, and the quotakeeper manager, installs the templates and
-// the examples under config/samples, prints where the kubeconfig is, and keeps
+// quotakeeper plugin, and the quotakeeper manager, installs the templates
+// under templates/ and the examples under config/samples, prints where the kubeconfig is, and keeps
 // printing a live usage table until interrupted.
 package main
 
@@ -52,11 +52,16 @@ func run(ctx context.Context, dir, gatekeeper, manager string, replicas int, sam
 	}
 	defer c.Stop()
 
-	files, err := sampleFiles(samples)
+	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "templates", "*", "template.yaml"))
 	if err != nil {
 		return err
 	}
-	fmt.Printf("applying %d sample files from %s ...\n", len(files), samples)
+	sampleYAML, err := sampleFiles(samples)
+	if err != nil {
+		return err
+	}
+	files = append(files, sampleYAML...)
+	fmt.Printf("applying the templates and %d sample files from %s ...\n", len(sampleYAML), samples)
 	if err := c.ApplyFiles(ctx, 2*time.Minute, files...); err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ gatekeeper: $(GATEKEEPER) ## Gatekeeper v3.23.1 with quotakeeper's builtins and 
 $(GATEKEEPER): go.mod go.sum $(shell find plugin builtins ledger mirror api hack/gatekeeper -name '*.go' 2>/dev/null)
 	go mod vendor
 	hack/gatekeeper/overlay.sh > $(BIN)/gatekeeper-overlay.json
-	go build -mod=vendor -overlay $(BIN)/gatekeeper-overlay.json -o $@ github.com/open-policy-agent/gatekeeper/v3 || { rm -rf vendor; exit 1; }
+	go build -mod=vendor -tags quotakeeper_overlay -overlay $(BIN)/gatekeeper-overlay.json -o $@ github.com/open-policy-agent/gatekeeper/v3 || { rm -rf vendor; exit 1; }
 	rm -rf vendor
 
 unit: ## Unit tests only (no control plane).

@@ -27,6 +27,7 @@ build: ## Compile every package.
 generate: ## Regenerate deepcopy code and CRDs from the kubebuilder markers in api/.
 	go tool controller-gen object paths=./api/...
 	go tool controller-gen crd paths=./api/... output:crd:dir=config/crd
+	go tool controller-gen rbac:roleName=quotakeeper-manager webhook paths=./controllers/... paths=./webhooks/... paths=./cmd/quotakeeper-manager/... output:rbac:dir=config/rbac output:webhook:dir=config/webhook
 
 verify: generate ## Fail when generated files are stale, code is unformatted or vet complains.
 	@changed=$$(git status --porcelain -- api config); \

@@ -1,0 +1,180 @@
+// Command quotakeeper-manager runs quotakeeper's companion controllers and
+// the webhooks for its own kinds, in one leader-elected manager. The
+// admission side (the quota builtins) runs inside Gatekeeper.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/controllers"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+	"github.com/quotakeeper/quotakeeper/webhooks"
+)
+
+// The manager's own permissions, beyond what the controllers declare:
+// its leader-election lease, and the certificate rotator's secret and
+// webhook configurations (it writes the CA bundle into them).
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=quotakeeper-system
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update,namespace=quotakeeper-system
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
+
+type flags struct {
+	metricsAddr, probeAddr  string
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+	systemNamespace         string
+	reservationTTL          time.Duration
+	webhookPort             int
+	certDir                 string
+	disableCertRotation     bool
+	webhookNamespace        string
+	webhookService          string
+	webhookSecret           string
+	validatingConfiguration string
+	mutatingConfiguration   string
+	objectPollInterval      time.Duration
+	claimConcurrency        int
+}
+
+func parseFlags() flags {
+	var f flags
+	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `Address the metrics endpoint binds to; "0" turns it off.`)
+	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader, so only one replica runs the controllers (webhooks are served by every replica).")
+	flag.StringVar(&f.leaderElectionID, "leader-election-id", "quotakeeper-manager.quota.miloapis.com", "Name of the leader-election lease.")
+	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election lease; default the manager's own namespace (in-cluster).")
+	flag.StringVar(&f.systemNamespace, "system-namespace", kubestore.DefaultSystemNamespace, "Namespace of the buckets and grants of consumers that are neither a namespace nor inside one.")
+	flag.DurationVar(&f.reservationTTL, "reservation-ttl", ledger.DefaultReservationTTL, "Lifetime of reservations made through this process's ledger. Reservations made at admission carry their own expiry; keep this equal to the Gatekeeper plugin's.")
+	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
+	flag.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook serving certificate (tls.crt, tls.key).")
+	flag.BoolVar(&f.disableCertRotation, "disable-cert-rotation", false, "Do not generate and rotate the webhook certificate; something else (cert-manager) puts it in --cert-dir and the CA bundle in the webhook configurations.")
+	flag.StringVar(&f.webhookNamespace, "webhook-namespace", "", "Namespace of the webhook Service and certificate Secret; default --system-namespace.")
+	flag.StringVar(&f.webhookService, "webhook-service-name", "quotakeeper-webhook-service", "Name of the webhook Service (the certificate's DNS name).")
+	flag.StringVar(&f.webhookSecret, "webhook-secret-name", "quotakeeper-webhook-server-cert", "Name of the Secret that holds the webhook certificate.")
+	flag.StringVar(&f.validatingConfiguration, "validating-webhook-configuration", "quotakeeper-validating-webhook-configuration", "ValidatingWebhookConfiguration whose CA bundle the rotator keeps.")
+	flag.StringVar(&f.mutatingConfiguration, "mutating-webhook-configuration", "quotakeeper-mutating-webhook-configuration", "MutatingWebhookConfiguration whose CA bundle the rotator keeps.")
+	flag.DurationVar(&f.objectPollInterval, "object-poll-interval", 5*time.Second, "How often a reservation's object is looked for when its kind is not watched.")
+	flag.IntVar(&f.claimConcurrency, "claim-concurrency", 4, "Claims decided at once.")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if f.webhookNamespace == "" {
+		f.webhookNamespace = f.systemNamespace
+	}
+	return f
+}
+
+func main() {
+	if err := run(parseFlags()); err != nil {
+		ctrl.Log.Error(err, "manager failed")
+		os.Exit(1)
+	}
+}
+
+func run(f flags) error {
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), quotav1alpha1.AddToScheme(scheme)); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	me, err := webhooks.WhoAmI(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("learn the manager's user name: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress:        f.probeAddr,
+		LeaderElection:                f.leaderElect,
+		LeaderElectionID:              f.leaderElectionID,
+		LeaderElectionNamespace:       f.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.certDir}),
+	})
+	if err != nil {
+		return err
+	}
+	if err := controllers.Setup(mgr, controllers.Options{
+		SystemNamespace: f.systemNamespace, ReservationTTL: f.reservationTTL,
+		ObjectPollInterval: f.objectPollInterval, ClaimConcurrency: f.claimConcurrency,
+	}); err != nil {
+		return err
+	}
+
+	// The webhook server starts only once its certificate is on disk: it
+	// fails to start without one.
+	certsReady := make(chan struct{})
+	if f.disableCertRotation {
+		close(certsReady)
+	} else if err := rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:      types.NamespacedName{Namespace: f.webhookNamespace, Name: f.webhookSecret},
+		CertDir:        f.certDir,
+		CAName:         "quotakeeper-ca",
+		CAOrganization: "quotakeeper",
+		DNSName:        fmt.Sprintf("%s.%s.svc", f.webhookService, f.webhookNamespace),
+		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", f.webhookService, f.webhookNamespace)},
+		IsReady:        certsReady,
+		Webhooks: []rotator.WebhookInfo{
+			{Name: f.validatingConfiguration, Type: rotator.Validating},
+			{Name: f.mutatingConfiguration, Type: rotator.Mutating},
+		},
+		// Every replica serves webhooks, so every replica needs the certificate.
+		RequireLeaderElection: false,
+	}); err != nil {
+		return fmt.Errorf("certificate rotator: %w", err)
+	}
+	var server atomic.Pointer[webhook.Server]
+	go func() {
+		select {
+		case <-certsReady:
+		case <-ctx.Done():
+			return
+		}
+		if err := webhooks.Setup(mgr, webhooks.Options{SystemNamespace: f.systemNamespace, ManagerUsername: me}); err != nil {
+			ctrl.Log.Error(err, "webhooks")
+			os.Exit(1)
+		}
+		s := mgr.GetWebhookServer()
+		server.Store(&s)
+	}()
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
+		s := server.Load()
+		if s == nil {
+			return errors.New("webhook certificate not ready")
+		}
+		return (*s).StartedChecker()(req)
+	}); err != nil {
+		return err
+	}
+	ctrl.Log.Info("starting manager", "user", me, "systemNamespace", f.systemNamespace)
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,139 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+	"github.com/quotakeeper/quotakeeper/mirror"
+)
+
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=allowancebuckets,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=allowancebuckets/status,verbs=get;update;patch
+
+// bucketRequest is one bucket, or (Fanout) every bucket of Key's consumer
+// and resource type plus those their grants pre-create; Key.Dimensions is
+// then unused. Grant changes arrive per consumer and resource type, and
+// which buckets exist is a cache read the reconciler makes, not the event
+// source.
+type bucketRequest struct {
+	Key    ledger.BucketKey
+	Fanout bool
+}
+
+// bucketReconciler keeps each AllowanceBucket true: its limit is what the
+// mirrored grants give it, grants pre-create the buckets they pin down, and
+// its allocations are what the claims say (planRepair). It writes only
+// through the ledger.
+type bucketReconciler struct {
+	client          client.Client
+	ledger          *ledger.Ledger
+	mirror          *mirror.Mirror
+	systemNamespace string
+}
+
+func (r *bucketReconciler) setup(mgr ctrl.Manager) error {
+	return builder.TypedControllerManagedBy[bucketRequest](mgr).
+		Named("bucket").
+		Watches(&quotav1alpha1.AllowanceBucket{}, handler.TypedEnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []bucketRequest {
+				return []bucketRequest{{Key: kubestore.KeyOf(o.(*quotav1alpha1.AllowanceBucket))}}
+			})).
+		Watches(&quotav1alpha1.ResourceClaim{}, handler.TypedEnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []bucketRequest {
+				var out []bucketRequest
+				for _, k := range claimBucketKeys(o.(*quotav1alpha1.ResourceClaim)) {
+					out = append(out, bucketRequest{Key: k})
+				}
+				return out
+			})).
+		// Also holds the workers until the mirror has synced.
+		WatchesRawSource(mirror.Source(r.mirror, func(_ context.Context, c mirror.Change) []bucketRequest {
+			return []bucketRequest{{Key: ledger.BucketKey{Consumer: c.Consumer, ResourceType: c.ResourceType}, Fanout: true}}
+		})).
+		Complete(r)
+}
+
+func (r *bucketReconciler) Reconcile(ctx context.Context, req bucketRequest) (reconcile.Result, error) {
+	if !req.Fanout {
+		return reconcile.Result{}, r.reconcileBucket(ctx, req.Key)
+	}
+	keys := precreatedKeys(r.mirror.GrantsFor(req.Key.Consumer, req.Key.ResourceType))
+	var buckets quotav1alpha1.AllowanceBucketList
+	if err := r.client.List(ctx, &buckets, client.MatchingFields{indexBucketPair: pairKey(req.Key.Consumer, req.Key.ResourceType)}); err != nil {
+		return reconcile.Result{}, err
+	}
+	for i := range buckets.Items {
+		keys = append(keys, kubestore.KeyOf(&buckets.Items[i]))
+	}
+	var errs []error
+	done := map[ledger.BucketKey]bool{}
+	for _, k := range keys {
+		if !done[k] {
+			done[k] = true
+			errs = append(errs, r.reconcileBucket(ctx, k))
+		}
+	}
+	return reconcile.Result{}, errors.Join(errs...)
+}
+
+func (r *bucketReconciler) reconcileBucket(ctx context.Context, key ledger.BucketKey) error {
+	obj := &quotav1alpha1.AllowanceBucket{}
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: kubestore.BucketNamespace(key.Consumer, r.systemNamespace), Name: key.Name()}, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		obj = nil
+	case err != nil:
+		return err
+	}
+	var claims quotav1alpha1.ResourceClaimList
+	if err := r.client.List(ctx, &claims, client.MatchingFields{indexClaimBucket: key.Name()}); err != nil {
+		return err
+	}
+	fix, drifted := planRepair(key, obj, claims.Items)
+	if !drifted {
+		limit, contribs, err := r.ledger.Limit(key)
+		if err != nil {
+			return err
+		}
+		if limitRecorded(obj, limit, contribs) {
+			return nil // the common case: decided from the cache alone
+		}
+		// Writes the new limit; creates the bucket only if a grant applies.
+		_, err = r.ledger.Refresh(ctx, key)
+		return err
+	}
+	log.FromContext(ctx).V(1).Info("repairing bucket", "bucket", key.Name(), "allocate", fix.Allocations, "remove", fix.Remove, "rewrite", fix.Rewrite)
+	_, err = r.ledger.Repair(ctx, key, fix)
+	return err
+}
+
+// limitRecorded reports whether a bucket (nil: absent) already records
+// limit and contribs, as the store renders them; an absent bucket that no
+// grant applies to records "nothing" correctly.
+func limitRecorded(obj *quotav1alpha1.AllowanceBucket, limit int64, contribs []ledger.GrantContribution) bool {
+	if obj == nil {
+		return limit == 0 && len(contribs) == 0
+	}
+	refs := obj.Status.ContributingGrantRefs
+	if obj.Status.Limit != limit || len(refs) != len(contribs) {
+		return false
+	}
+	for i, c := range contribs {
+		ref := refs[i]
+		if ledger.GrantID(ref.Namespace, ref.Name, int(ref.BucketIndex)) != c.GrantID || ref.Amount != c.Amount || ref.ObservedGeneration != c.Generation {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,172 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/mirror"
+	"github.com/quotakeeper/quotakeeper/webhooks"
+)
+
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourceclaims,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourceclaims/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourceclaims/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// claimReconciler decides claims and returns their amounts.
+//
+// A claim without the reservation-id annotation is an Allocation claim: it
+// is judged against the registrations (ValidationFailed), then decided by
+// ledger.Allocate, all or nothing. A claim with it was made by the
+// realization controller for an object admitted with a reservation: the
+// ledger already counted it, so ledger.Realize moves the reservation to an
+// allocation and the claim is Granted. Either way the finalizer is in place
+// before anything is taken, and on deletion ledger.Release returns the amount
+// before the finalizer goes. A decided claim (Granted condition for its
+// generation) is never decided again: the spec is immutable.
+type claimReconciler struct {
+	client          client.Client
+	ledger          *ledger.Ledger
+	mirror          *mirror.Mirror
+	systemNamespace string
+	concurrency     int
+	now             func() metav1.Time
+}
+
+func (r *claimReconciler) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("claim").
+		For(&quotav1alpha1.ResourceClaim{}).
+		// Decide nothing before the mirror holds every grant.
+		WatchesRawSource(mirror.Source(r.mirror, func(context.Context, mirror.Change) []reconcile.Request { return nil })).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.concurrency}).
+		Complete(r)
+}
+
+func (r *claimReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	c := &quotav1alpha1.ResourceClaim{}
+	if err := r.client.Get(ctx, req.NamespacedName, c); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if c.DeletionTimestamp != nil {
+		return reconcile.Result{}, r.release(ctx, c)
+	}
+	if !controllerutil.ContainsFinalizer(c, quotav1alpha1.ClaimFinalizer) {
+		// The mutating webhook adds it; this covers a cluster without it.
+		// Nothing is taken until it is stored.
+		patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(c, quotav1alpha1.ClaimFinalizer)
+		if err := r.client.Patch(ctx, c, patch); err != nil {
+			return reconcile.Result{}, ignoreConflict(err)
+		}
+	}
+	if decided(c) {
+		return reconcile.Result{}, nil
+	}
+	if _, realized := c.Annotations[quotav1alpha1.ReservationIDAnnotation]; realized {
+		return reconcile.Result{}, r.realize(ctx, c)
+	}
+	return r.allocate(ctx, c)
+}
+
+// decided reports whether c carries a decision for its generation.
+func decided(c *quotav1alpha1.ResourceClaim) bool {
+	cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ConditionGranted)
+	return cond != nil && cond.ObservedGeneration == c.Generation && cond.Status != metav1.ConditionUnknown
+}
+
+func (r *claimReconciler) allocate(ctx context.Context, c *quotav1alpha1.ResourceClaim) (reconcile.Result, error) {
+	cat, err := webhooks.LoadCatalog(ctx, r.client)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	ns, err := webhooks.GetNamespace(ctx, r.client, c.Namespace)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	verdict := webhooks.ValidateClaim(c, cat, ns, r.systemNamespace)
+	if len(verdict.Errors) == 0 && len(verdict.Pending) > 0 {
+		// A registration not judged yet: deciding now would be a guess.
+		// Registrations are judged in moments; look again shortly.
+		msg := "waiting for the registration to be judged: " + verdict.Pending[0]
+		return reconcile.Result{RequeueAfter: pendingRegistrationRetry}, r.writeStatus(ctx, c, pendingStatus(c, msg, r.now()))
+	}
+	if len(verdict.Errors) > 0 {
+		return reconcile.Result{}, r.writeStatus(ctx, c, invalidStatus(c, verdict.Errors.ToAggregate().Error(), r.now()))
+	}
+	d, err := r.ledger.Allocate(ctx, LedgerClaim(c))
+	var invalid *ledger.ValidationError
+	switch {
+	case errors.As(err, &invalid):
+		return reconcile.Result{}, r.writeStatus(ctx, c, invalidStatus(c, invalid.Error(), r.now()))
+	case err != nil:
+		// Unknown outcome: retried with backoff, failing closed meanwhile.
+		// Allocate is idempotent by claim id, so a retry never counts twice.
+		if werr := r.writeStatus(ctx, c, pendingStatus(c, err.Error(), r.now())); werr != nil {
+			return reconcile.Result{}, errors.Join(err, werr)
+		}
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, r.writeStatus(ctx, c, decisionStatus(c, d, r.now()))
+}
+
+// pendingRegistrationRetry is how soon a claim waiting for its registration
+// to be judged is looked at again.
+const pendingRegistrationRetry = time.Second
+
+func (r *claimReconciler) realize(ctx context.Context, c *quotav1alpha1.ResourceClaim) error {
+	if err := r.ledger.Realize(ctx, LedgerClaim(c)); err != nil {
+		var invalid *ledger.ValidationError
+		if errors.As(err, &invalid) {
+			return r.writeStatus(ctx, c, invalidStatus(c, invalid.Error(), r.now()))
+		}
+		return err
+	}
+	return r.writeStatus(ctx, c, realizedStatus(c, r.now()))
+}
+
+// release returns the claim's amount (its allocation, or a reservation not
+// yet realized) and lets the claim go. Release is idempotent, so a crash
+// between it and removing the finalizer only repeats it.
+func (r *claimReconciler) release(ctx context.Context, c *quotav1alpha1.ResourceClaim) error {
+	if !controllerutil.ContainsFinalizer(c, quotav1alpha1.ClaimFinalizer) {
+		return nil
+	}
+	err := r.ledger.Release(ctx, LedgerClaim(c))
+	if err != nil && !errors.Is(err, ledger.ErrInvalid) {
+		// An invalid claim never took anything: nothing to return.
+		return err
+	}
+	// Optimistic lock: a merge patch replaces the whole finalizer list, and
+	// must not drop one another controller added meanwhile.
+	patch := client.MergeFromWithOptions(c.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(c, quotav1alpha1.ClaimFinalizer)
+	return ignoreConflict(client.IgnoreNotFound(r.client.Patch(ctx, c, patch)))
+}
+
+// writeStatus stores st unless the claim already says exactly that. On a
+// conflict the claim is reconciled again from the newer version, and a
+// decision already taken replays (the ledger is idempotent by claim id).
+func (r *claimReconciler) writeStatus(ctx context.Context, c *quotav1alpha1.ResourceClaim, st quotav1alpha1.ResourceClaimStatus) error {
+	if sameClaimStatus(c.Status, st) {
+		return nil
+	}
+	c.Status = st
+	err := r.client.Status().Update(ctx, c)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return ignoreConflict(err)
+}

@@ -1,0 +1,45 @@
+package controllers
+
+import (
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// ClaimID is the ledger claim id a ResourceClaim's entries are recorded
+// under: the reservation-id annotation of a claim made from an admission
+// reservation, else the claim's own uid (docs/architecture.md).
+func ClaimID(c *quotav1alpha1.ResourceClaim) string {
+	if id := c.Annotations[quotav1alpha1.ReservationIDAnnotation]; id != "" {
+		return id
+	}
+	return string(c.UID)
+}
+
+// LedgerClaim converts a ResourceClaim into the ledger's claim: one request
+// per spec request, in order. The object is the claim's resourceRef, or the
+// claim itself when it names none.
+func LedgerClaim(c *quotav1alpha1.ResourceClaim) ledger.Claim {
+	out := ledger.Claim{ID: ClaimID(c)}
+	if ref := c.Spec.ResourceRef; ref != nil {
+		out.Object = ledger.ObjectRef{APIGroup: ref.APIGroup, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}
+	} else {
+		out.Object = ledger.ObjectRef{APIGroup: quotav1alpha1.GroupVersion.Group, Kind: "ResourceClaim", Namespace: c.Namespace, Name: c.Name, UID: string(c.UID)}
+	}
+	consumer := kubestore.Consumer(c.Spec.ConsumerRef)
+	for _, r := range c.Spec.Requests {
+		out.Requests = append(out.Requests, ledger.Request{Consumer: consumer, ResourceType: r.ResourceType, Amount: r.Amount, Dimensions: r.Dimensions})
+	}
+	return out
+}
+
+// claimBucketKeys are the buckets a claim draws on, one per request.
+func claimBucketKeys(c *quotav1alpha1.ResourceClaim) []ledger.BucketKey {
+	consumer := kubestore.Consumer(c.Spec.ConsumerRef)
+	out := make([]ledger.BucketKey, len(c.Spec.Requests))
+	for i, r := range c.Spec.Requests {
+		out[i] = ledger.NewBucketKey(consumer, r.ResourceType, r.Dimensions)
+	}
+	return out
+}

@@ -1,0 +1,119 @@
+package controllers_test
+
+import (
+	"fmt"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// Done when: grants users 15 / clusters 3 / projects 5: a claim {2, 5, 1}
+// is Granted; {1, 20, 1} is Denied with QuotaExceeded and changes no
+// bucket. Deleting a granted claim returns its amount at once, and a
+// decided claim is never decided again.
+func TestClaimsAreAllOrNothing(t *testing.T) {
+	needEnv(t)
+	const clusters, users, projects = "t4.example.com/clusters", "t4.example.com/users", "t4.example.com/projects"
+	acme := orgConsumer("acme-t4")
+	for name, rt := range map[string]string{"t4-clusters": clusters, "t4-users": users, "t4-projects": projects} {
+		newRegistration(t, name, rt, organizationType)
+	}
+	newNamespace(t, "t4-tenant", tenantOf("acme-t4"))
+	newGrant(t, "t4", acme, allowance(users, 15), allowance(clusters, 3), allowance(projects, 5))
+
+	first := waitDecided(t, newClaim(t, "t4-tenant", "fits", acme, req(clusters, 2, nil), req(users, 5, nil), req(projects, 1, nil)))
+	if c := grantedCondition(first); c.Status != metav1.ConditionTrue || c.Reason != quotav1alpha1.ReasonQuotaAvailable {
+		t.Fatalf("first claim: %+v", c)
+	}
+	after := map[string]usage{clusters: {3, 2, 0, 1}, users: {15, 5, 0, 10}, projects: {5, 1, 0, 4}}
+	for rt, u := range after {
+		wantBucket(t, bucketKey(acme, rt, nil), u)
+	}
+
+	second := waitDecided(t, newClaim(t, "t4-tenant", "too-many-users", acme, req(clusters, 1, nil), req(users, 20, nil), req(projects, 1, nil)))
+	c := grantedCondition(second)
+	if c.Status != metav1.ConditionFalse || c.Reason != quotav1alpha1.ReasonQuotaExceeded ||
+		c.Message != "quota exceeded: requested 20 of t4.example.com/users, available 10 of 15 (allocated 5, reserved 0)" {
+		t.Fatalf("second claim: %+v", c)
+	}
+	for _, a := range second.Status.Allocations {
+		if a.Status != quotav1alpha1.AllocationDenied || a.AllocatedAmount != 0 {
+			t.Fatalf("a request of a denied claim was not denied: %+v", a)
+		}
+	}
+	if a := second.Status.Allocations[1]; a.ResourceType != users || a.Reason != quotav1alpha1.ReasonQuotaExceeded ||
+		a.Message != "requested 20 of t4.example.com/users, available 10 of 15 (allocated 5, reserved 0)" {
+		t.Fatalf("users request: %+v", a)
+	}
+	for rt, u := range after {
+		b := wantBucket(t, bucketKey(acme, rt, nil), u)
+		if len(b.Status.Allocations) != 1 || b.Status.Allocations[0].ID != string(first.UID) {
+			t.Fatalf("bucket %s holds %+v, want only the first claim", rt, b.Status.Allocations)
+		}
+	}
+
+	// Deleting the granted claim returns everything it held, and the
+	// finalizer lets it go.
+	if err := k8s.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	for rt, u := range map[string]usage{clusters: {3, 0, 0, 3}, users: {15, 0, 0, 15}, projects: {5, 0, 0, 5}} {
+		wantBucket(t, bucketKey(acme, rt, nil), u)
+	}
+	eventually(t, settle, func() error {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(first), first)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("deleted claim still there (%v), finalizers %v", err, first.Finalizers)
+	})
+
+	// The denied claim would fit now, but its decision stands.
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(second), second); err != nil {
+		t.Fatal(err)
+	}
+	if got := grantedCondition(second); got.Status != metav1.ConditionFalse || got.Message != c.Message {
+		t.Fatalf("denied claim decided again: %+v", got)
+	}
+	// Deleting a denied claim returns nothing (it held nothing).
+	if err := k8s.Delete(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	wantBucket(t, bucketKey(acme, users, nil), usage{15, 0, 0, 15})
+	requireAgreement(t, acme)
+}
+
+// A claim the webhook did not judge (a cluster without it, or a
+// registration that went away between admission and decision) is judged by
+// the controller: Denied with ValidationFailed, holding nothing.
+func TestClaimValidatedWhenDecided(t *testing.T) {
+	needEnv(t)
+	const rt = "t5.example.com/projects"
+	acme := orgConsumer("acme-t5")
+	newRegistration(t, "t5-projects", rt, organizationType)
+	newNamespace(t, "t5-tenant", tenantOf("acme-t5"))
+	newNamespace(t, "t5-outsider", nil)
+	newGrant(t, "t5", acme, allowance(rt, 5))
+
+	claim := claimObject("t5-outsider", "unchecked", acme, req(rt, 1, nil), req("t5.example.com/unknown", 1, nil))
+	withoutClaimValidation(t, func() {
+		eventually(t, settle, func() error { return k8s.Create(ctx, claim) })
+	})
+	claim = waitDecided(t, claim)
+	c := grantedCondition(claim)
+	want := `[spec.consumerRef: Forbidden: namespace "t5-outsider" does not belong to resourcemanager.miloapis.com/Organization "acme-t5": it needs the label resourcemanager.miloapis.com/organization=acme-t5, ` +
+		`spec.requests[1].resourceType: Invalid value: "t5.example.com/unknown": no ResourceRegistration declares this resource type]`
+	if c.Status != metav1.ConditionFalse || c.Reason != quotav1alpha1.ReasonValidationFailed || c.Message != want {
+		t.Fatalf("claim: %+v\nwant message %s", c, want)
+	}
+	for _, a := range claim.Status.Allocations {
+		if a.Status != quotav1alpha1.AllocationDenied || a.Reason != quotav1alpha1.ReasonValidationFailed || a.Message != want {
+			t.Fatalf("request: %+v", a)
+		}
+	}
+	wantBucket(t, bucketKey(acme, rt, nil), usage{5, 0, 0, 5})
+}

@@ -1,0 +1,225 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+)
+
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=effectiveresourcegrants,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=effectiveresourcegrants/status,verbs=get;update;patch
+
+// pair is one consumer and resource type: what an EffectiveResourceGrant
+// summarizes.
+type pair struct {
+	Consumer     ledger.Consumer
+	ResourceType string
+}
+
+// effectiveReconciler keeps, in every namespace that belongs to a consumer,
+// an EffectiveResourceGrant per resource type the consumer has buckets of:
+// the totals of those buckets and the buckets behind them. It is what a
+// tenant reads with kubectl; a consumer's buckets may live in a namespace
+// the tenant cannot read (the system namespace, for an Organization).
+type effectiveReconciler struct {
+	client client.Client
+}
+
+func (r *effectiveReconciler) setup(mgr ctrl.Manager) error {
+	return builder.TypedControllerManagedBy[pair](mgr).
+		Named("effective").
+		Watches(&quotav1alpha1.AllowanceBucket{}, handler.TypedEnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []pair {
+				b := o.(*quotav1alpha1.AllowanceBucket)
+				return []pair{{kubestore.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType}}
+			})).
+		Watches(&quotav1alpha1.EffectiveResourceGrant{}, handler.TypedEnqueueRequestsFromMapFunc(
+			func(_ context.Context, o client.Object) []pair {
+				e := o.(*quotav1alpha1.EffectiveResourceGrant)
+				return []pair{{kubestore.Consumer(e.Spec.ConsumerRef), e.Spec.ResourceType}}
+			})).
+		Watches(&corev1.Namespace{}, handler.TypedEnqueueRequestsFromMapFunc(r.pairsOfNamespace),
+			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Complete(r)
+}
+
+// pairsOfNamespace: a namespace that gains or loses a consumer's label
+// gains or loses that consumer's effective grants.
+func (r *effectiveReconciler) pairsOfNamespace(ctx context.Context, o client.Object) []pair {
+	ns := o.(*corev1.Namespace)
+	seen := map[pair]bool{}
+	var buckets quotav1alpha1.AllowanceBucketList
+	if err := r.client.List(ctx, &buckets); err != nil {
+		log.FromContext(ctx).Error(err, "list buckets for namespace", "namespace", ns.Name)
+	}
+	for _, b := range buckets.Items {
+		if belongs(ns, b.Spec.ConsumerRef) {
+			seen[pair{kubestore.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType}] = true
+		}
+	}
+	var ergs quotav1alpha1.EffectiveResourceGrantList
+	if err := r.client.List(ctx, &ergs, client.InNamespace(ns.Name)); err != nil {
+		log.FromContext(ctx).Error(err, "list effective grants of namespace", "namespace", ns.Name)
+	}
+	for _, e := range ergs.Items {
+		seen[pair{kubestore.Consumer(e.Spec.ConsumerRef), e.Spec.ResourceType}] = true
+	}
+	out := make([]pair, 0, len(seen))
+	for p := range seen {
+		out = append(out, p)
+	}
+	return out
+}
+
+// belongs: the namespace belongs to the consumer (its label, or it is the
+// consumer), or is the namespace a namespaced consumer lives in.
+func belongs(ns *corev1.Namespace, c quotav1alpha1.ConsumerRef) bool {
+	return quotav1alpha1.NamespaceBelongsTo(ns.Name, ns.Labels, c) || (c.Namespace != "" && c.Namespace == ns.Name)
+}
+
+func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.Result, error) {
+	key := pairKey(p.Consumer, p.ResourceType)
+	var buckets quotav1alpha1.AllowanceBucketList
+	if err := r.client.List(ctx, &buckets, client.MatchingFields{indexBucketPair: key}); err != nil {
+		return reconcile.Result{}, err
+	}
+	var existing quotav1alpha1.EffectiveResourceGrantList
+	if err := r.client.List(ctx, &existing, client.MatchingFields{indexEffectivePair: key}); err != nil {
+		return reconcile.Result{}, err
+	}
+	targets := map[string]bool{}
+	if len(buckets.Items) > 0 {
+		var err error
+		if targets, err = r.namespacesOf(ctx, kubestore.ConsumerRef(p.Consumer)); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	status := summarize(buckets.Items)
+	var errs []error
+	for i := range existing.Items {
+		e := &existing.Items[i]
+		if !targets[e.Namespace] {
+			errs = append(errs, client.IgnoreNotFound(r.client.Delete(ctx, e)))
+			continue
+		}
+		delete(targets, e.Namespace)
+		errs = append(errs, r.writeStatus(ctx, e, status))
+	}
+	for _, ns := range slices.Sorted(maps.Keys(targets)) {
+		e := &quotav1alpha1.EffectiveResourceGrant{}
+		e.Namespace, e.Name = ns, effectiveName(p)
+		e.Spec = quotav1alpha1.EffectiveResourceGrantSpec{ConsumerRef: kubestore.ConsumerRef(p.Consumer), ResourceType: p.ResourceType}
+		if err := r.client.Create(ctx, e); err != nil {
+			if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) { // forbidden: namespace terminating
+				errs = append(errs, err)
+			}
+			continue
+		}
+		errs = append(errs, r.writeStatus(ctx, e, status))
+	}
+	return reconcile.Result{}, errors.Join(errs...)
+}
+
+// namespacesOf lists the live namespaces that belong to consumer c.
+func (r *effectiveReconciler) namespacesOf(ctx context.Context, c quotav1alpha1.ConsumerRef) (map[string]bool, error) {
+	out := map[string]bool{}
+	add := func(ns *corev1.Namespace) {
+		if ns.DeletionTimestamp == nil && belongs(ns, c) {
+			out[ns.Name] = true
+		}
+	}
+	for _, name := range []string{c.Namespace, namespaceConsumerName(c)} {
+		if name == "" {
+			continue
+		}
+		ns := &corev1.Namespace{}
+		if err := r.client.Get(ctx, client.ObjectKey{Name: name}, ns); err == nil {
+			add(ns)
+		} else if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	if namespaceConsumerName(c) == "" {
+		var list corev1.NamespaceList
+		if err := r.client.List(ctx, &list, client.MatchingLabels{quotav1alpha1.ConsumerLabelKey(c.APIGroup, c.Kind): c.Name}); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			add(&list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+func namespaceConsumerName(c quotav1alpha1.ConsumerRef) string {
+	if c.APIGroup == "" && c.Kind == "Namespace" {
+		return c.Name
+	}
+	return ""
+}
+
+func (r *effectiveReconciler) writeStatus(ctx context.Context, e *quotav1alpha1.EffectiveResourceGrant, st quotav1alpha1.EffectiveResourceGrantStatus) error {
+	if apiequality.Semantic.DeepEqual(e.Status, st) {
+		return nil
+	}
+	e.Status = st
+	return ignoreConflict(client.IgnoreNotFound(r.client.Status().Update(ctx, e)))
+}
+
+// summarize totals buckets. Sums saturate at the int64 maximum rather than
+// fail: this is a read-only view, and each bucket's own figures are exact.
+func summarize(buckets []quotav1alpha1.AllowanceBucket) quotav1alpha1.EffectiveResourceGrantStatus {
+	var st quotav1alpha1.EffectiveResourceGrantStatus
+	slices.SortFunc(buckets, func(a, b quotav1alpha1.AllowanceBucket) int { return strings.Compare(a.Name, b.Name) })
+	for _, b := range buckets {
+		s := b.Status
+		st.TotalLimit = saturatingAdd(st.TotalLimit, s.Limit)
+		st.TotalAllocated = saturatingAdd(st.TotalAllocated, s.Allocated)
+		st.TotalReserved = saturatingAdd(st.TotalReserved, s.Reserved)
+		st.Available = saturatingAdd(st.Available, s.Available)
+		st.AllowanceBucketRefs = append(st.AllowanceBucketRefs, quotav1alpha1.BucketRef{
+			Name: b.Name, Namespace: b.Namespace, Dimensions: b.Spec.Dimensions,
+			Limit: s.Limit, Allocated: s.Allocated, Reserved: s.Reserved, Available: s.Available,
+		})
+	}
+	return st
+}
+
+func saturatingAdd(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// effectiveName is deterministic per consumer and resource type: readable
+// from the resource type, unique from a hash of both.
+func effectiveName(p pair) string {
+	c := p.Consumer
+	sum := sha256.Sum256([]byte(strings.Join([]string{"quotakeeper.effective/v1", c.APIGroup, c.Kind, c.Namespace, c.Name, p.ResourceType}, "\x00")))
+	prefix := dnsPrefix(p.ResourceType, 40)
+	if prefix == "" {
+		prefix = "effective"
+	}
+	return prefix + "-" + hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,103 @@
+package controllers_test
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+)
+
+// effectiveGrants lists the effective grants of a consumer and resource
+// type, by namespace.
+func effectiveGrants(c ledger.Consumer, rt string) (map[string]quotav1alpha1.EffectiveResourceGrant, error) {
+	var list quotav1alpha1.EffectiveResourceGrantList
+	if err := k8s.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	out := map[string]quotav1alpha1.EffectiveResourceGrant{}
+	for _, e := range list.Items {
+		if e.Spec.ConsumerRef == kubestore.ConsumerRef(c) && e.Spec.ResourceType == rt {
+			out[e.Namespace] = e
+		}
+	}
+	return out, nil
+}
+
+func wantEffective(t *testing.T, c ledger.Consumer, rt string, namespaces []string, want quotav1alpha1.EffectiveResourceGrantStatus) {
+	t.Helper()
+	eventually(t, settle, func() error {
+		got, err := effectiveGrants(c, rt)
+		if err != nil {
+			return err
+		}
+		if len(got) != len(namespaces) {
+			return fmt.Errorf("effective grants in %d namespaces, want %v", len(got), namespaces)
+		}
+		for _, ns := range namespaces {
+			e, ok := got[ns]
+			if !ok {
+				return fmt.Errorf("no effective grant in %s", ns)
+			}
+			if !reflect.DeepEqual(e.Status, want) {
+				return fmt.Errorf("effective grant in %s: %+v\nwant %+v", ns, e.Status, want)
+			}
+		}
+		return nil
+	})
+}
+
+// An organization's tenants read its quota in each of their namespaces,
+// whatever namespace its buckets live in; namespaces gain and lose the view
+// with the organization's label.
+func TestEffectiveGrantsFollowTheConsumersNamespaces(t *testing.T) {
+	needEnv(t)
+	const rt = "t15.example.com/cpu"
+	acme := orgConsumer("acme-t15")
+	newRegistration(t, "t15-cpu", rt, organizationType, "region")
+	newNamespace(t, "t15-a", tenantOf("acme-t15"))
+	newNamespace(t, "t15-b", nil)
+	newGrant(t, "t15", acme, quotav1alpha1.Allowance{ResourceType: rt, Buckets: []quotav1alpha1.GrantBucket{
+		{Amount: 1000, DimensionSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"region": "dfw"}}},
+		{Amount: 500, DimensionSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"region": "lhr"}}},
+	}})
+	waitDecided(t, newClaim(t, "t15-a", "c", acme, req(rt, 200, map[string]string{"region": "lhr"})))
+	dfw, lhr := bucketKey(acme, rt, map[string]string{"region": "dfw"}), bucketKey(acme, rt, map[string]string{"region": "lhr"})
+	wantBucket(t, dfw, usage{1000, 0, 0, 1000})
+	wantBucket(t, lhr, usage{500, 200, 0, 300})
+	refs := []quotav1alpha1.BucketRef{
+		{Name: dfw.Name(), Namespace: sysNS, Dimensions: map[string]string{"region": "dfw"}, Limit: 1000, Available: 1000},
+		{Name: lhr.Name(), Namespace: sysNS, Dimensions: map[string]string{"region": "lhr"}, Limit: 500, Allocated: 200, Available: 300},
+	}
+	if refs[0].Name > refs[1].Name {
+		refs[0], refs[1] = refs[1], refs[0]
+	}
+	want := quotav1alpha1.EffectiveResourceGrantStatus{TotalLimit: 1500, TotalAllocated: 200, Available: 1300, AllowanceBucketRefs: refs}
+	wantEffective(t, acme, rt, []string{"t15-a"}, want)
+
+	label := func(ns string, labels map[string]string) {
+		t.Helper()
+		obj := &metav1.PartialObjectMetadata{}
+		obj.SetGroupVersionKind(nsGVK)
+		if err := k8s.Get(ctx, client.ObjectKey{Name: ns}, obj); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(obj.DeepCopy())
+		obj.SetLabels(labels)
+		if err := k8s.Patch(ctx, obj, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label("t15-b", tenantOf("acme-t15"))
+	wantEffective(t, acme, rt, []string{"t15-a", "t15-b"}, want)
+	label("t15-a", map[string]string{})
+	wantEffective(t, acme, rt, []string{"t15-b"}, want)
+}
+
+var nsGVK = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}

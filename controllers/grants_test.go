@@ -1,0 +1,132 @@
+package controllers_test
+
+import (
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// Done when: a grant of projects 3 / cpu 4000 yields buckets {3,0,3} and
+// {4000,0,4000}; a second grant of 2 / 2000 makes them {5,0,5} and
+// {6000,0,6000}; a claim of 1 project is Granted and the bucket becomes
+// {5,1,4}.
+func TestGrantsMakeBucketsAndAClaimTakesFromThem(t *testing.T) {
+	needEnv(t)
+	const projects, cpu = "t1.example.com/projects", "t1.example.com/cpu"
+	acme := orgConsumer("acme-t1")
+	newRegistration(t, "t1-projects", projects, organizationType)
+	newRegistration(t, "t1-cpu", cpu, organizationType)
+	newNamespace(t, "t1-tenant", tenantOf("acme-t1"))
+
+	newGrant(t, "t1-base", acme, allowance(projects, 3), allowance(cpu, 4000))
+	wantBucket(t, bucketKey(acme, projects, nil), usage{3, 0, 0, 3})
+	wantBucket(t, bucketKey(acme, cpu, nil), usage{4000, 0, 0, 4000})
+
+	newGrant(t, "t1-more", acme, allowance(projects, 2), allowance(cpu, 2000))
+	b := wantBucket(t, bucketKey(acme, projects, nil), usage{5, 0, 0, 5})
+	wantBucket(t, bucketKey(acme, cpu, nil), usage{6000, 0, 0, 6000})
+	wantRefs := []quotav1alpha1.ContributingGrantRef{
+		{Name: "t1-base", Namespace: sysNS, BucketIndex: 0, Amount: 3, ObservedGeneration: 1},
+		{Name: "t1-more", Namespace: sysNS, BucketIndex: 0, Amount: 2, ObservedGeneration: 1},
+	}
+	if !reflect.DeepEqual(b.Status.ContributingGrantRefs, wantRefs) || b.Namespace != sysNS {
+		t.Fatalf("bucket in %s contributed by %+v, want %s and %+v", b.Namespace, b.Status.ContributingGrantRefs, sysNS, wantRefs)
+	}
+
+	claim := waitDecided(t, newClaim(t, "t1-tenant", "one-project", acme, req(projects, 1, nil)))
+	cond := grantedCondition(claim)
+	if cond.Status != metav1.ConditionTrue || cond.Reason != quotav1alpha1.ReasonQuotaAvailable ||
+		cond.Message != "granted 1 of t1.example.com/projects: available 4 of 5 (allocated 1, reserved 0)" {
+		t.Fatalf("Granted condition %+v", cond)
+	}
+	want := []quotav1alpha1.RequestAllocation{{
+		ResourceType: projects, Status: quotav1alpha1.AllocationGranted, Reason: quotav1alpha1.ReasonQuotaAvailable,
+		Message:         "granted 1 of t1.example.com/projects: available 4 of 5 (allocated 1, reserved 0)",
+		AllocatedAmount: 1, AllocatingBucket: bucketKey(acme, projects, nil).Name(),
+	}}
+	got := claim.Status.Allocations
+	for i := range got {
+		got[i].LastTransitionTime = metav1.Time{}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("allocations %+v\nwant %+v", got, want)
+	}
+	if claim.Status.ObservedGeneration != claim.Generation || len(claim.Finalizers) != 1 || claim.Finalizers[0] != quotav1alpha1.ClaimFinalizer {
+		t.Fatalf("observedGeneration %d (generation %d), finalizers %v", claim.Status.ObservedGeneration, claim.Generation, claim.Finalizers)
+	}
+	b = wantBucket(t, bucketKey(acme, projects, nil), usage{5, 1, 0, 4})
+	if len(b.Status.Allocations) != 1 || b.Status.Allocations[0] != (quotav1alpha1.Allocation{ID: string(claim.UID), Amount: 1}) {
+		t.Fatalf("allocations %+v, want the claim's uid with 1", b.Status.Allocations)
+	}
+	wantBucket(t, bucketKey(acme, cpu, nil), usage{6000, 0, 0, 6000})
+	requireAgreement(t, acme)
+}
+
+// Deleting or shrinking a grant lowers limits and revokes nothing: the
+// bucket goes over its limit (OverLimit) and the claim stays Granted.
+func TestLoweringGrantsRevokesNothing(t *testing.T) {
+	needEnv(t)
+	const rt = "t2.example.com/projects"
+	acme := orgConsumer("acme-t2")
+	newRegistration(t, "t2-projects", rt, organizationType)
+	newNamespace(t, "t2-tenant", tenantOf("acme-t2"))
+	g1 := newGrant(t, "t2-a", acme, allowance(rt, 3))
+	g2 := newGrant(t, "t2-b", acme, allowance(rt, 2))
+	key := bucketKey(acme, rt, nil)
+	wantBucket(t, key, usage{5, 0, 0, 5})
+	claim := waitDecided(t, newClaim(t, "t2-tenant", "four", acme, req(rt, 4, nil)))
+	if grantedCondition(claim).Status != metav1.ConditionTrue {
+		t.Fatalf("claim not granted: %+v", grantedCondition(claim))
+	}
+	wantBucket(t, key, usage{5, 4, 0, 1})
+
+	patch := client.MergeFrom(g2.DeepCopy())
+	g2.Spec.Allowances[0].Buckets[0].Amount = 1
+	if err := k8s.Patch(ctx, g2, patch); err != nil {
+		t.Fatal(err)
+	}
+	b := wantBucket(t, key, usage{4, 4, 0, 0})
+	if b.Status.ContributingGrantRefs[1].ObservedGeneration != 2 {
+		t.Fatalf("shrunk grant contributes at generation %d, want 2", b.Status.ContributingGrantRefs[1].ObservedGeneration)
+	}
+
+	if err := k8s.Delete(ctx, g1); err != nil {
+		t.Fatal(err)
+	}
+	b = wantBucket(t, key, usage{1, 4, 0, 0})
+	msg := waitCondition(t, b, quotav1alpha1.ConditionOverLimit, metav1.ConditionTrue, quotav1alpha1.ReasonLimitLowered)
+	if msg != "allocated 4 exceeds the limit 1: existing claims are kept, new ones are refused until usage falls below the limit" {
+		t.Fatalf("OverLimit message %q", msg)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil || grantedCondition(claim).Status != metav1.ConditionTrue {
+		t.Fatalf("claim after the limit fell: %v %+v", err, grantedCondition(claim))
+	}
+	requireAgreement(t, acme)
+}
+
+// Buckets are pre-created for amounts whose selector pins one dimension
+// set; others wait for the first claim that lands in them.
+func TestBucketPreCreationFollowsSelectors(t *testing.T) {
+	needEnv(t)
+	const rt = "t3.example.com/cpu"
+	acme := orgConsumer("acme-t3")
+	newRegistration(t, "t3-cpu", rt, organizationType, "region")
+	newNamespace(t, "t3-tenant", tenantOf("acme-t3"))
+	newGrant(t, "t3-dfw", acme, selected(rt, 1000, &metav1.LabelSelector{MatchLabels: map[string]string{"region": "dfw"}}))
+	newGrant(t, "t3-elsewhere", acme, selected(rt, 300, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "region", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"dfw"}}}}))
+	wantBucket(t, bucketKey(acme, rt, map[string]string{"region": "dfw"}), usage{1000, 0, 0, 1000})
+	if _, err := getBucket(bucketKey(acme, rt, map[string]string{"region": "lhr"})); err == nil {
+		t.Fatal("a bucket for a NotIn selector was pre-created")
+	}
+	claim := waitDecided(t, newClaim(t, "t3-tenant", "lhr", acme, req(rt, 100, map[string]string{"region": "lhr"})))
+	if grantedCondition(claim).Message != "granted 100 of t3.example.com/cpu: available 200 of 300 (allocated 100, reserved 0)" {
+		t.Fatalf("Granted condition %+v", grantedCondition(claim))
+	}
+	wantBucket(t, bucketKey(acme, rt, map[string]string{"region": "lhr"}), usage{300, 100, 0, 200})
+	wantBucket(t, bucketKey(acme, rt, map[string]string{"region": "dfw"}), usage{1000, 0, 0, 1000})
+}

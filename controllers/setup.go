@@ -1,0 +1,53 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/mirror"
+)
+
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Setup adds every controller to mgr, with their cache indexes, a grant
+// mirror and a ledger of their own. Call it once per manager, before Start.
+// Every controller is leader-elected (the manager's default): one replica
+// decides at a time, although the ledger would stay exact with more.
+func Setup(mgr ctrl.Manager, opts Options) error {
+	opts.defaults()
+	if err := setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	l, m, err := mirror.NewLedger(mgr, opts.SystemNamespace,
+		ledger.WithReservationTTL(opts.ReservationTTL), ledger.WithClock(opts.Now))
+	if err != nil {
+		return err
+	}
+	c := mgr.GetClient()
+	now := func() metav1.Time { return metav1.NewTime(opts.Now()) }
+	live := mgr.GetAPIReader()
+	steps := []struct {
+		name  string
+		setup func(ctrl.Manager) error
+	}{
+		{"registration", (&registrationReconciler{client: c}).setup},
+		{"grant", (&grantReconciler{client: c, systemNamespace: opts.SystemNamespace}).setup},
+		{"bucket", (&bucketReconciler{client: c, ledger: l, mirror: m, systemNamespace: opts.SystemNamespace}).setup},
+		{"claim", (&claimReconciler{client: c, ledger: l, mirror: m, systemNamespace: opts.SystemNamespace,
+			concurrency: opts.ClaimConcurrency, now: now}).setup},
+		{"realization", (&realizationReconciler{client: c, live: live, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
+			ledger: l, mirror: m, systemNamespace: opts.SystemNamespace, poll: opts.ObjectPollInterval, now: opts.Now}).setup},
+		{"effective", (&effectiveReconciler{client: c}).setup},
+	}
+	for _, s := range steps {
+		if err := s.setup(mgr); err != nil {
+			return fmt.Errorf("%s controller: %w", s.name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,218 @@
+package controllers_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// Done when: each webhook rejection is asserted with its message, field by
+// field, and a rejected object is not stored.
+func TestWebhooksRejectBadGrants(t *testing.T) {
+	needEnv(t)
+	const cpu, held = "t12.example.com/cpu", "t12.example.com/held"
+	acme := orgConsumer("acme-t12")
+	newRegistration(t, "t12-cpu", cpu, organizationType, "region")
+	newGrant(t, "t12-big", acme, allowance(cpu, math.MaxInt64-10))
+
+	// A registration being deleted (held by a finalizer) is not active.
+	heldReg := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "t12-held", Finalizers: []string{"quotakeeper-test/hold"}},
+		Spec: quotav1alpha1.ResourceRegistrationSpec{ConsumerTypeRef: organizationType, Type: quotav1alpha1.RegistrationTypeAllocation,
+			ResourceType: held, BaseUnit: "unit", ClaimingResources: []quotav1alpha1.GroupKind{{Kind: "ConfigMap"}}}}
+	if err := k8s.Create(ctx, heldReg); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, heldReg, quotav1alpha1.ConditionActive, metav1.ConditionTrue, quotav1alpha1.ReasonRegistrationActive)
+	if err := k8s.Delete(ctx, heldReg); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(heldReg), heldReg); err == nil {
+			controllerutil.RemoveFinalizer(heldReg, "quotakeeper-test/hold")
+			_ = k8s.Update(ctx, heldReg)
+		}
+	})
+
+	dfw := &metav1.LabelSelector{MatchLabels: map[string]string{"region": "dfw"}}
+	cases := []struct {
+		name  string
+		grant *quotav1alpha1.ResourceGrant
+		field string
+		want  string
+	}{
+		{"unknown resource type", grantObject("t12-unknown", acme, allowance("t12.example.com/unknown", 1)),
+			"spec.allowances[0].resourceType", `Invalid value: "t12.example.com/unknown": no ResourceRegistration declares this resource type`},
+		{"inactive resource type", grantObject("t12-inactive", acme, allowance(held, 1)),
+			"spec.allowances[0].resourceType", `Invalid value: "t12.example.com/held": ResourceRegistration "t12-held" for this resource type is not active: it is being deleted`},
+		{"undeclared dimension", grantObject("t12-zone", acme, selected(cpu, 1, &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}})),
+			"spec.allowances[0].buckets[0].dimensionSelector.matchLabels[zone]", `Invalid value: "zone": dimension "zone" is not declared by ResourceRegistration "t12-cpu" (it declares region)`},
+		{"malformed selector", grantObject("t12-malformed", acme, selected(cpu, 1, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "region", Operator: metav1.LabelSelectorOpIn}}})),
+			"spec.allowances[0].buckets[0].dimensionSelector.matchExpressions[0].values", "Required value: must be specified when `operator` is 'In' or 'NotIn'"},
+		{"amounts overflow", grantObject("t12-overflow", acme, quotav1alpha1.Allowance{ResourceType: cpu, Buckets: []quotav1alpha1.GrantBucket{
+			{Amount: math.MaxInt64, DimensionSelector: dfw}, {Amount: 1}}}),
+			"spec.allowances[0].buckets[1].amount", `Invalid value: 1: the amounts of t12.example.com/cpu in this grant sum past the int64 maximum 9223372036854775807`},
+		{"overflow with the other grants", grantObject("t12-more", acme, allowance(cpu, 11)),
+			"spec.allowances[0]", `Invalid value: "t12.example.com/cpu": with the other grants for resourcemanager.miloapis.com/Organization "acme-t12" (such as "t12-big"), the amounts of t12.example.com/cpu sum past the int64 maximum 9223372036854775807`},
+		{"wrong consumer kind", func() *quotav1alpha1.ResourceGrant {
+			g := grantObject("t12-kind", nsConsumer(sysNS), allowance(cpu, 1))
+			return g
+		}(), "spec.consumerRef", `Invalid value: "Namespace": resource type "t12.example.com/cpu" is consumed by resourcemanager.miloapis.com/Organization (ResourceRegistration "t12-cpu")`},
+		{"outside the consumer's namespace", func() *quotav1alpha1.ResourceGrant {
+			g := grantObject("t12-elsewhere", acme, allowance(cpu, 1))
+			g.Namespace = "default"
+			return g
+		}(), "metadata.namespace", `Invalid value: "default": grants for resourcemanager.miloapis.com/Organization "acme-t12" live in namespace "quotakeeper-system", with its buckets`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			requireInvalid(t, k8s.Create(ctx, tc.grant), tc.field, tc.want)
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(tc.grant), &quotav1alpha1.ResourceGrant{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("rejected grant stored: %v", err)
+			}
+		})
+	}
+
+	// An update is judged on its new spec.
+	g := newGrant(t, "t12-ok", acme, selected(cpu, 1, dfw))
+	patch := client.MergeFrom(g.DeepCopy())
+	g.Spec.Allowances[0].Buckets[0].DimensionSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
+	requireInvalid(t, k8s.Patch(ctx, g, patch), "spec.allowances[0].buckets[0].dimensionSelector.matchLabels[tier]",
+		`Invalid value: "tier": dimension "tier" is not declared by ResourceRegistration "t12-cpu" (it declares region)`)
+}
+
+func TestWebhooksRejectBadClaims(t *testing.T) {
+	needEnv(t)
+	const cpu = "t13.example.com/cpu"
+	acme := orgConsumer("acme-t13")
+	newRegistration(t, "t13-cpu", cpu, organizationType, "region")
+	newNamespace(t, "t13-tenant", tenantOf("acme-t13"))
+	newNamespace(t, "t13-outsider", nil)
+
+	cases := []struct {
+		name  string
+		claim *quotav1alpha1.ResourceClaim
+		field string
+		want  string
+	}{
+		{"namespace not of the consumer", claimObject("t13-outsider", "c1", acme, req(cpu, 1, nil)),
+			"spec.consumerRef", `Forbidden: namespace "t13-outsider" does not belong to resourcemanager.miloapis.com/Organization "acme-t13": it needs the label resourcemanager.miloapis.com/organization=acme-t13`},
+		{"another namespace's quota", claimObject("t13-outsider", "c2", nsConsumer("t13-tenant"), req(rtConfigMaps, 1, nil)),
+			"spec.consumerRef", `Forbidden: a claim in namespace "t13-outsider" may not claim the quota of namespace "t13-tenant"`},
+		{"unknown resource type", claimObject("t13-tenant", "c3", acme, req("t13.example.com/unknown", 1, nil)),
+			"spec.requests[0].resourceType", `Invalid value: "t13.example.com/unknown": no ResourceRegistration declares this resource type`},
+		{"undeclared dimension", claimObject("t13-tenant", "c4", acme, req(cpu, 1, map[string]string{"zone": "a"})),
+			"spec.requests[0].dimensions[zone]", `Invalid value: "zone": dimension "zone" is not declared by ResourceRegistration "t13-cpu" (it declares region)`},
+		{"reservation id set by a tenant", func() *quotav1alpha1.ResourceClaim {
+			c := claimObject("t13-tenant", "c5", acme, req(cpu, 1, nil))
+			c.Annotations = map[string]string{quotav1alpha1.ReservationIDAnnotation: "someone-elses-uid"}
+			return c
+		}(), "metadata.annotations[quota.miloapis.com/reservation-id]", `Forbidden: only the quotakeeper manager sets this annotation, on the claims it creates from admission reservations`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			requireInvalid(t, k8s.Create(ctx, tc.claim), tc.field, tc.want)
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(tc.claim), &quotav1alpha1.ResourceClaim{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("rejected claim stored: %v", err)
+			}
+		})
+	}
+
+	// The manager may set the annotation: such a claim records a
+	// reservation, and is not judged (here its namespace does not belong to
+	// the consumer, which would refuse any other claim).
+	record := claimObject("t13-outsider", "record", acme, req(cpu, 1, nil))
+	record.Annotations = map[string]string{quotav1alpha1.ReservationIDAnnotation: "t13-object-uid"}
+	if err := managerClient(t).Create(ctx, record); err != nil {
+		t.Fatalf("the manager's record refused: %v", err)
+	}
+	if c := grantedCondition(waitDecided(t, record)); c.Status != metav1.ConditionTrue ||
+		c.Message != "granted at admission: the reservation t13-object-uid is now allocated" {
+		t.Fatalf("record: %+v", c)
+	}
+	deleteAndWait(t, record)
+
+	// The mutating webhook gives a claim its finalizer; the annotation
+	// cannot be added (or changed) later.
+	claim := newClaim(t, "t13-tenant", "ok", acme, req(cpu, 1, map[string]string{"region": "dfw"}))
+	if len(claim.Finalizers) != 1 || claim.Finalizers[0] != quotav1alpha1.ClaimFinalizer {
+		t.Fatalf("finalizers on create: %v", claim.Finalizers)
+	}
+	patch := client.MergeFrom(claim.DeepCopy())
+	claim.Annotations = map[string]string{quotav1alpha1.ReservationIDAnnotation: "someone-elses-uid"}
+	requireInvalid(t, k8s.Patch(ctx, claim, patch), "metadata.annotations[quota.miloapis.com/reservation-id]", `Forbidden: may not be changed (was "")`)
+	// Stripping the finalizer from a live claim puts it back.
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
+		t.Fatal(err)
+	}
+	patch = client.MergeFrom(claim.DeepCopy())
+	claim.Finalizers = nil
+	if err := k8s.Patch(ctx, claim, patch); err != nil {
+		t.Fatal(err)
+	}
+	if len(claim.Finalizers) != 1 || claim.Finalizers[0] != quotav1alpha1.ClaimFinalizer || claim.Annotations[quotav1alpha1.ReservationIDAnnotation] != "" {
+		t.Fatalf("after stripping: finalizers %v annotations %v", claim.Finalizers, claim.Annotations)
+	}
+}
+
+func TestWebhookRejectsBadRegistrationDimensions(t *testing.T) {
+	needEnv(t)
+	reg := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "t14-bad"},
+		Spec: quotav1alpha1.ResourceRegistrationSpec{ConsumerTypeRef: organizationType, Type: quotav1alpha1.RegistrationTypeAllocation,
+			ResourceType: "t14.example.com/cpu", BaseUnit: "unit", Dimensions: []string{"region", "not a key!"},
+			ClaimingResources: []quotav1alpha1.GroupKind{{Kind: "ConfigMap"}}}}
+	requireInvalid(t, k8s.Create(ctx, reg), "spec.dimensions[1]",
+		`Invalid value: "not a key!": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`)
+}
+
+// withoutClaimValidation runs fn while the claim validating webhook is
+// removed from the cluster (as in a cluster that never installed it), and
+// puts it back, waiting until the apiserver calls it again.
+func withoutClaimValidation(t *testing.T, fn func()) {
+	t.Helper()
+	const config, hook = "validating-webhook-configuration", "vresourceclaim.quota.miloapis.com"
+	vwc := &admissionv1.ValidatingWebhookConfiguration{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: config}, vwc); err != nil {
+		t.Fatal(err)
+	}
+	saved := vwc.DeepCopy()
+	restore := func() {
+		current := &admissionv1.ValidatingWebhookConfiguration{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: config}, current); err != nil {
+			t.Fatal(err)
+		}
+		current.Webhooks = saved.Webhooks
+		if err := k8s.Update(ctx, current); err != nil {
+			t.Fatal(err)
+		}
+		// A tenant's claim on another namespace's quota is refused again.
+		probe := claimObject("default", "probe", nsConsumer("kube-system"), req(rtConfigMaps, 1, nil))
+		eventually(t, settle, func() error {
+			err := k8s.Create(ctx, probe, client.DryRunAll)
+			if apierrors.IsInvalid(err) {
+				return nil
+			}
+			return fmt.Errorf("claim validation not back yet: %v", err)
+		})
+	}
+	var kept []admissionv1.ValidatingWebhook
+	for _, w := range vwc.Webhooks {
+		if w.Name != hook {
+			kept = append(kept, w)
+		}
+	}
+	vwc.Webhooks = kept
+	if err := k8s.Update(ctx, vwc); err != nil {
+		t.Fatal(err)
+	}
+	defer restore()
+	fn()
+}

@@ -1,0 +1,32 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+)
+
+// NewLedger wires the ledger a manager's process decides with: a Mirror on
+// the manager's cache as the grant source, and a kubestore that writes (and
+// reads before writing) through a live client while Get and List come from
+// the cache. The live client matters: the store decides refusals on the
+// state it read, which must not be a lagging cache. The quotakeeper manager
+// and the Gatekeeper plugin build theirs the same way. Call before the
+// manager starts; decide nothing until the mirror HasSynced.
+func NewLedger(mgr manager.Manager, systemNamespace string, opts ...ledger.Option) (*ledger.Ledger, *Mirror, error) {
+	m := New()
+	if err := m.Register(context.Background(), mgr.GetCache()); err != nil {
+		return nil, nil, err
+	}
+	live, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("live client: %w", err)
+	}
+	store := kubestore.New(live, kubestore.Options{SystemNamespace: systemNamespace, Reader: mgr.GetClient()})
+	return ledger.New(store, m, opts...), m, nil
+}

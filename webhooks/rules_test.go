@@ -1,0 +1,221 @@
+package webhooks
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+const (
+	sysNS      = "quotakeeper-system"
+	rtProjects = "resourcemanager.miloapis.com/projects"
+	rtCPU      = "compute.miloapis.com/cpu"
+)
+
+var org = quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}
+
+func reg(name, rt string, state string, dims ...string) quotav1alpha1.ResourceRegistration {
+	r := quotav1alpha1.ResourceRegistration{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 2},
+		Spec: quotav1alpha1.ResourceRegistrationSpec{
+			ConsumerTypeRef: quotav1alpha1.ConsumerTypeRef{APIGroup: org.APIGroup, Kind: org.Kind},
+			ResourceType:    rt, Dimensions: dims,
+		},
+	}
+	switch state {
+	case "active":
+		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: "True", ObservedGeneration: 2}}
+	case "refused":
+		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: "False", ObservedGeneration: 2, Message: "already registered by first"}}
+	case "stale":
+		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: "True", ObservedGeneration: 1}}
+	case "deleting":
+		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: "True", ObservedGeneration: 2}}
+		r.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	}
+	return r
+}
+
+func grant(ns string, allowances ...quotav1alpha1.Allowance) *quotav1alpha1.ResourceGrant {
+	return &quotav1alpha1.ResourceGrant{
+		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: ns},
+		Spec:       quotav1alpha1.ResourceGrantSpec{ConsumerRef: org, Allowances: allowances},
+	}
+}
+
+func amounts(rt string, sel *metav1.LabelSelector, amounts ...int64) quotav1alpha1.Allowance {
+	a := quotav1alpha1.Allowance{ResourceType: rt}
+	for _, n := range amounts {
+		a.Buckets = append(a.Buckets, quotav1alpha1.GrantBucket{Amount: n, DimensionSelector: sel})
+	}
+	return a
+}
+
+// errorsOf renders a verdict's errors one per line, as the API would.
+func errorsOf(v Verdict) string {
+	var out []string
+	for _, e := range v.Errors {
+		out = append(out, e.Error())
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestCatalogPrefersActiveThenPending(t *testing.T) {
+	cat := NewCatalog([]quotav1alpha1.ResourceRegistration{
+		reg("b-refused", rtProjects, "refused"), reg("a-active", rtProjects, "active"),
+		reg("pending", rtCPU, "stale"), reg("gone", rtCPU, "deleting"),
+		reg("only-deleting", "x/deleting", "deleting"),
+	})
+	for _, tc := range []struct {
+		rt    string
+		name  string
+		state State
+	}{
+		{rtProjects, "a-active", Active},
+		{rtCPU, "pending", Pending},
+		{"x/deleting", "only-deleting", Inactive},
+		{"x/unknown", "", Unregistered},
+	} {
+		r, state := cat.Lookup(tc.rt)
+		name := ""
+		if r != nil {
+			name = r.Name
+		}
+		if name != tc.name || state != tc.state {
+			t.Errorf("Lookup(%s) = %q, %v; want %q, %v", tc.rt, name, state, tc.name, tc.state)
+		}
+	}
+}
+
+func TestValidateGrant(t *testing.T) {
+	cat := NewCatalog([]quotav1alpha1.ResourceRegistration{
+		reg("projects", rtProjects, "active"),
+		reg("cpu", rtCPU, "active", "region"),
+		reg("deleting", "x/deleting", "deleting"),
+		reg("new", "x/new", ""),
+	})
+	region := func(key string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{key: "dfw"}}
+	}
+	cases := []struct {
+		name    string
+		grant   *quotav1alpha1.ResourceGrant
+		want    string
+		pending string
+	}{
+		{"valid", grant(sysNS, amounts(rtProjects, nil, 3), amounts(rtCPU, region("region"), 4000)), "", ""},
+		{"wrong namespace", grant("team-a", amounts(rtProjects, nil, 3)),
+			`metadata.namespace: Invalid value: "team-a": grants for resourcemanager.miloapis.com/Organization "acme" live in namespace "quotakeeper-system", with its buckets`, ""},
+		{"unknown resource type", grant(sysNS, amounts("x/unknown", nil, 1)),
+			`spec.allowances[0].resourceType: Invalid value: "x/unknown": no ResourceRegistration declares this resource type`, ""},
+		{"inactive resource type", grant(sysNS, amounts("x/deleting", nil, 1)),
+			`spec.allowances[0].resourceType: Invalid value: "x/deleting": ResourceRegistration "deleting" for this resource type is not active: it is being deleted`, ""},
+		{"pending registration", grant(sysNS, amounts("x/new", nil, 1)), "",
+			`spec.allowances[0].resourceType: ResourceRegistration "new" for "x/new" has not been judged active yet`},
+		{"undeclared matchLabels key", grant(sysNS, amounts(rtCPU, region("zone"), 1)),
+			`spec.allowances[0].buckets[0].dimensionSelector.matchLabels[zone]: Invalid value: "zone": dimension "zone" is not declared by ResourceRegistration "cpu" (it declares region)`, ""},
+		{"undeclared expression key", grant(sysNS, amounts(rtProjects, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "tier", Operator: metav1.LabelSelectorOpExists}}}, 1)),
+			`spec.allowances[0].buckets[0].dimensionSelector.matchExpressions[0].key: Invalid value: "tier": dimension "tier" is not declared by ResourceRegistration "projects" (it declares none)`, ""},
+		{"malformed selector", grant(sysNS, amounts(rtCPU, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "region", Operator: metav1.LabelSelectorOpIn}}}, 1)),
+			"spec.allowances[0].buckets[0].dimensionSelector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'", ""},
+		{"overflow", grant(sysNS, amounts(rtProjects, nil, math.MaxInt64, 1, 1)),
+			`spec.allowances[0].buckets[1].amount: Invalid value: 1: the amounts of resourcemanager.miloapis.com/projects in this grant sum past the int64 maximum 9223372036854775807`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := ValidateGrant(tc.grant, cat, sysNS)
+			if got := errorsOf(v); got != tc.want {
+				t.Errorf("errors:\n got %s\nwant %s", got, tc.want)
+			}
+			if got := strings.Join(v.Pending, "\n"); got != tc.pending {
+				t.Errorf("pending:\n got %s\nwant %s", got, tc.pending)
+			}
+		})
+	}
+}
+
+func TestValidateGrantConsumerKind(t *testing.T) {
+	cat := NewCatalog([]quotav1alpha1.ResourceRegistration{reg("projects", rtProjects, "active")})
+	g := grant("team-a", amounts(rtProjects, nil, 1))
+	g.Spec.ConsumerRef = quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"}
+	want := `spec.consumerRef: Invalid value: "Namespace": resource type "resourcemanager.miloapis.com/projects" is consumed by resourcemanager.miloapis.com/Organization (ResourceRegistration "projects")`
+	if got := errorsOf(ValidateGrant(g, cat, sysNS)); got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+}
+
+func TestValidateGrantTotals(t *testing.T) {
+	g := grant(sysNS, amounts(rtProjects, nil, 10), amounts(rtCPU, nil, 1))
+	g.Name = "new"
+	other := *grant(sysNS, amounts(rtProjects, nil, math.MaxInt64-5))
+	other.Name = "big"
+	self := *grant(sysNS, amounts(rtProjects, nil, math.MaxInt64))
+	self.Name = "new" // the stored version of the grant being updated does not count
+	foreign := *grant(sysNS, amounts(rtProjects, nil, math.MaxInt64))
+	foreign.Name, foreign.Spec.ConsumerRef.Name = "foreign", "other-org"
+
+	errs := ValidateGrantTotals(g, []quotav1alpha1.ResourceGrant{self, foreign, other})
+	want := `spec.allowances[0]: Invalid value: "resourcemanager.miloapis.com/projects": with the other grants for resourcemanager.miloapis.com/Organization "acme" (such as "big"), the amounts of resourcemanager.miloapis.com/projects sum past the int64 maximum 9223372036854775807`
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Fatalf("got %v\nwant %s", errs, want)
+	}
+	if errs := ValidateGrantTotals(g, []quotav1alpha1.ResourceGrant{self, foreign}); len(errs) != 0 {
+		t.Fatalf("grants of another consumer, or the grant itself, counted: %v", errs)
+	}
+}
+
+func TestValidateClaim(t *testing.T) {
+	cat := NewCatalog([]quotav1alpha1.ResourceRegistration{reg("cpu", rtCPU, "active", "region")})
+	claim := func(ns string, c quotav1alpha1.ConsumerRef, dims map[string]string) *quotav1alpha1.ResourceClaim {
+		return &quotav1alpha1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns},
+			Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: c, Requests: []quotav1alpha1.ResourceRequest{
+				{ResourceType: rtCPU, Amount: 1, Dimensions: dims}}},
+		}
+	}
+	labelled := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a",
+		Labels: map[string]string{"resourcemanager.miloapis.com/organization": "acme"}}}
+	bare := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b"}}
+	cases := []struct {
+		name  string
+		claim *quotav1alpha1.ResourceClaim
+		ns    *corev1.Namespace
+		want  string
+	}{
+		{"labelled namespace", claim("team-a", org, map[string]string{"region": "dfw"}), labelled, ""},
+		{"system namespace holds the consumer's buckets", claim(sysNS, org, nil), nil, ""},
+		{"namespace without the label", claim("team-b", org, nil), bare,
+			`spec.consumerRef: Forbidden: namespace "team-b" does not belong to resourcemanager.miloapis.com/Organization "acme": it needs the label resourcemanager.miloapis.com/organization=acme`},
+		{"another namespace's quota", claim("team-b", quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"}, nil), bare,
+			`spec.consumerRef: Forbidden: a claim in namespace "team-b" may not claim the quota of namespace "team-a"` + "\n" +
+				`spec.consumerRef: Invalid value: "Namespace": resource type "compute.miloapis.com/cpu" is consumed by resourcemanager.miloapis.com/Organization (ResourceRegistration "cpu")`},
+		{"undeclared dimension", claim("team-a", org, map[string]string{"zone": "a"}), labelled,
+			`spec.requests[0].dimensions[zone]: Invalid value: "zone": dimension "zone" is not declared by ResourceRegistration "cpu" (it declares region)`},
+		{"bad dimension value", claim("team-a", org, map[string]string{"region": "not ok"}), labelled,
+			`spec.requests[0].dimensions[region]: Invalid value: "not ok": dimension values are label values: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := errorsOf(ValidateClaim(tc.claim, cat, tc.ns, sysNS)); got != tc.want {
+				t.Errorf("errors:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestValidateRegistration(t *testing.T) {
+	r := reg("r", rtCPU, "", "region", "not a key!")
+	errs := ValidateRegistration(&r)
+	want := `spec.dimensions[1]: Invalid value: "not a key!": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Fatalf("got %v\nwant %s", errs, want)
+	}
+}

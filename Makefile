@@ -7,6 +7,8 @@ ETCD_VERSION ?= v3.6.16
 BIN          := $(CURDIR)/bin
 TESTBIN      := $(BIN)/testbin
 KUBE_APISERVER := $(TESTBIN)/kube-apiserver-$(KUBE_VERSION)
+# The end-to-end bed runs kube-controller-manager for its garbage collector.
+KUBE_CONTROLLER_MANAGER := $(TESTBIN)/kube-controller-manager-$(KUBE_VERSION)
 ETCD           := $(TESTBIN)/etcd-$(ETCD_VERSION)
 # envtest reads its binaries from KUBEBUILDER_ASSETS: one directory per version pair.
 ASSETS := $(TESTBIN)/k8s-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
@@ -36,12 +38,17 @@ verify: generate ## Fail when generated files are stale, code is unformatted or 
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
 
-testbin: $(ASSETS)/kube-apiserver $(ASSETS)/etcd ## Build kube-apiserver and etcd from Go module sources (cached in bin/).
+testbin: $(ASSETS)/kube-apiserver $(ASSETS)/etcd $(ASSETS)/kube-controller-manager ## Build kube-apiserver, kube-controller-manager and etcd from Go module sources (cached in bin/).
 
 $(KUBE_APISERVER):
 	@mkdir -p $(TESTBIN)
 	@echo "building kube-apiserver $(KUBE_VERSION) from module sources (about 11 minutes cold)"
 	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
+
+$(KUBE_CONTROLLER_MANAGER):
+	@mkdir -p $(TESTBIN)
+	@echo "building kube-controller-manager $(KUBE_VERSION) from module sources"
+	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
 
 $(ETCD):
 	@mkdir -p $(TESTBIN)
@@ -49,6 +56,10 @@ $(ETCD):
 	cd hack/testbin/etcd && go build -o $@ .
 
 $(ASSETS)/kube-apiserver: $(KUBE_APISERVER)
+	@mkdir -p $(ASSETS)
+	ln -sf ../$(notdir $<) $@
+
+$(ASSETS)/kube-controller-manager: $(KUBE_CONTROLLER_MANAGER)
 	@mkdir -p $(ASSETS)
 	ln -sf ../$(notdir $<) $@
 

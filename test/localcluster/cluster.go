@@ -62,6 +62,9 @@ type Cluster struct {
 	Gatekeepers []*Process
 	// Manager is the quotakeeper manager, when one runs.
 	Manager *Process
+	// ControllerManager is kube-controller-manager running only the garbage
+	// collector, which deletes owned ResourceClaims with their objects.
+	ControllerManager *Process
 
 	opts     Options
 	env      *envtest.Environment
@@ -127,6 +130,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.webhooks.PrepWithoutInstalling(); err != nil {
 		return nil, err
 	}
+	if err := c.startControllerManager(ctx, assets); err != nil {
+		return nil, err
+	}
 	if err := c.startGatekeepers(ctx); err != nil {
 		return nil, err
 	}
@@ -146,6 +152,9 @@ func (c *Cluster) Stop() {
 	for _, p := range c.Gatekeepers {
 		p.Stop()
 	}
+	if c.ControllerManager != nil {
+		c.ControllerManager.Stop()
+	}
 	if c.balancer != nil {
 		_ = c.balancer.Close()
 	}
@@ -162,15 +171,22 @@ func (c *Cluster) CAData() []byte { return c.webhooks.LocalServingCAData }
 func (c *Cluster) CertDir() string { return c.webhooks.LocalServingCertDir }
 
 func (c *Cluster) writeKubeconfig() (string, error) {
-	user, err := c.env.AddUser(envtest.User{Name: "quotakeeper-admin", Groups: []string{"system:masters"}}, c.Config)
+	return c.writeUserKubeconfig("kubeconfig", "quotakeeper-admin")
+}
+
+// writeUserKubeconfig writes a kubeconfig for a cluster-admin user of that
+// name. The manager gets an identity of its own: its webhooks let only it set
+// a claim's reservation id.
+func (c *Cluster) writeUserKubeconfig(file, user string) (string, error) {
+	u, err := c.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, c.Config)
 	if err != nil {
 		return "", err
 	}
-	data, err := user.KubeConfig()
+	data, err := u.KubeConfig()
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(c.opts.Dir, "kubeconfig")
+	path := filepath.Join(c.opts.Dir, file)
 	return path, os.WriteFile(path, data, 0o600)
 }
 
@@ -285,7 +301,30 @@ func (c *Cluster) validatingWebhook() *admissionregistrationv1.ValidatingWebhook
 	}
 }
 
+// startControllerManager runs the real garbage collector: without it an
+// object's deletion would not delete the claims it owns.
+func (c *Cluster) startControllerManager(ctx context.Context, assets string) error {
+	c.ControllerManager = &Process{
+		Name: "kube-controller-manager",
+		Path: filepath.Join(assets, "kube-controller-manager"),
+		Args: []string{
+			"--kubeconfig=" + c.Kubeconfig,
+			"--controllers=garbagecollector",
+			"--leader-elect=false",
+			"--use-service-account-credentials=false",
+			"--bind-address=127.0.0.1",
+			"--secure-port=0",
+		},
+		LogPath: filepath.Join(c.opts.Dir, "kube-controller-manager.log"),
+	}
+	return c.ControllerManager.Start(ctx, 0)
+}
+
 func (c *Cluster) startManager(ctx context.Context) error {
+	kubeconfig, err := c.writeUserKubeconfig("manager.kubeconfig", "system:serviceaccount:quotakeeper-system:quotakeeper-manager")
+	if err != nil {
+		return err
+	}
 	health, err := freePort()
 	if err != nil {
 		return err
@@ -298,7 +337,7 @@ func (c *Cluster) startManager(ctx context.Context) error {
 		Name: "quotakeeper-manager",
 		Path: c.opts.Manager,
 		Args: append(append([]string{
-			"--kubeconfig=" + c.Kubeconfig,
+			"--kubeconfig=" + kubeconfig,
 			"--health-probe-bind-address=127.0.0.1:" + fmt.Sprint(health),
 			"--metrics-bind-address=127.0.0.1:" + fmt.Sprint(metrics),
 			"--leader-election-namespace=" + kubestore.DefaultSystemNamespace,

@@ -1,0 +1,31 @@
+// Package builtins exposes quotakeeper's ledger to Rego as OPA builtins:
+//
+//	quota.reserve(claim)        reserve a claim, all or nothing; returns the decision
+//	quota.usage(query)          read one bucket's limit, allocated, reserved, available
+//	quota.quantity(value, unit) a Kubernetes quantity as a whole number of unit, rounded up
+//
+// The argument and result shapes are documented in docs/policy-authoring.md
+// and on each declaration (see Capabilities).
+//
+// # Registration and the ledger
+//
+// OPA builtins are process-global: Register adds them to OPA's builtin table
+// and must run before any Rego compiler or frameworks driver is created,
+// because a driver copies the table (its capabilities) when it is built.
+// Gatekeeper's overlay init() calls it; tests call it from TestMain.
+//
+// Which ledger the builtins use is the hosting process's choice, made with
+// Use: a memory-store ledger for quotactl and tests, the Kubernetes store
+// inside Gatekeeper. It is a package-level setting because OPA gives a
+// builtin no other way to reach process state.
+//
+// # Failing closed
+//
+// Every failure — no ledger, invalid input, a store error — is returned as a
+// rego.NewHaltError. A plain error from a builtin only makes the call
+// undefined, and an undefined quota check in a ConstraintTemplate produces no
+// violation: the request would be admitted. A halt error stops the
+// evaluation instead, and the frameworks driver turns it into a violation
+// carrying the error message, so Gatekeeper denies. A refused reservation is
+// not an error: quota.reserve returns a decision with granted false.
+package builtins

@@ -1,0 +1,118 @@
+package builtins
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/types"
+
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+// Names of the builtins, as Rego calls them.
+const (
+	ReserveName  = "quota.reserve"
+	UsageName    = "quota.usage"
+	QuantityName = "quota.quantity"
+)
+
+var anyObject = types.NewObject(nil, types.NewDynamicProperty(types.S, types.A))
+
+var (
+	reserveFunction = &rego.Function{
+		Name: ReserveName,
+		Description: "Reserves quota for a claim, all or nothing, idempotent by claim id. " +
+			"Returns the decision: granted, message, and per bucket the request, reason and numbers. " +
+			"Halts on invalid input or when the ledger cannot decide.",
+		Decl: types.NewFunction(
+			types.Args(types.Named("claim", anyObject).Description(
+				"{id, object: {apiGroup, kind, namespace, name, uid}, requests: [{consumer: {apiGroup, kind, name, namespace}, resourceType, amount, dimensions}]}")),
+			types.Named("decision", anyObject).Description(
+				"{id, granted, message, requests: [{consumer, resourceType, dimensions, amount, bucket, granted, reason, limit, allocated, reserved, available, message}]}"),
+		),
+		// Nondeterministic: the result depends on ledger state, so partial
+		// evaluation must never fold a call into a constant.
+		Nondeterministic: true,
+	}
+	usageFunction = &rego.Function{
+		Name:        UsageName,
+		Description: "Reads one bucket's numbers without writing. Halts on invalid input or when the ledger cannot be read.",
+		Decl: types.NewFunction(
+			types.Args(types.Named("query", anyObject).Description(
+				"{consumer: {apiGroup, kind, name, namespace}, resourceType, dimensions}")),
+			types.Named("usage", anyObject).Description("{bucket, limit, allocated, reserved, available}"),
+		),
+		Nondeterministic: true,
+	}
+	quantityFunction = &rego.Function{
+		Name: QuantityName,
+		Description: "Converts a Kubernetes quantity (\"500m\", \"2\", \"1Gi\") into a whole number of unit " +
+			"(a quantity suffix: \"\" for ones, \"m\", \"k\", \"Mi\", ...), rounding up. Halts on unparsable, negative or int64-overflowing input.",
+		Decl: types.NewFunction(
+			types.Args(
+				types.Named("value", types.NewAny(types.S, types.N)).Description("a quantity string or a number"),
+				types.Named("unit", types.S).Description("the base unit as a quantity suffix"),
+			),
+			types.Named("amount", types.N).Description("the value in whole units, rounded up"),
+		),
+	}
+	functions = []*rego.Function{reserveFunction, usageFunction, quantityFunction}
+)
+
+var registerOnce sync.Once
+
+// Register adds the quota builtins to OPA's global builtin table. Call it
+// before creating any Rego compiler or driver; calling it again does nothing
+// (registering twice would declare every builtin twice).
+func Register() {
+	registerOnce.Do(func() {
+		rego.RegisterBuiltin1(reserveFunction, reserve)
+		rego.RegisterBuiltin1(usageFunction, usage)
+		rego.RegisterBuiltin2(quantityFunction, quantity)
+	})
+}
+
+var current atomic.Pointer[ledger.Ledger]
+
+// Use makes l the ledger behind the builtins; nil unsets it, after which
+// every call halts. Evaluations already running keep the ledger they started
+// with.
+func Use(l *ledger.Ledger) { current.Store(l) }
+
+var errNoLedger = errors.New("no ledger configured: the hosting process must call builtins.Use")
+
+func currentLedger() (*ledger.Ledger, error) {
+	l := current.Load()
+	if l == nil {
+		return nil, rego.NewHaltError(errNoLedger)
+	}
+	return l, nil
+}
+
+// Capabilities returns OPA's capabilities for this version plus the quota
+// builtins' declarations, whether or not Register was called, so that
+// `opa check`/`opa test --capabilities` and editors can type-check policies
+// that call them. quotactl capabilities prints it as rego/capabilities.json.
+func Capabilities() *ast.Capabilities {
+	c := ast.CapabilitiesForThisVersion()
+	c.Builtins = slices.DeleteFunc(c.Builtins, func(b *ast.Builtin) bool { return isOurs(b.Name) })
+	for _, f := range functions {
+		c.Builtins = append(c.Builtins, &ast.Builtin{
+			Name:             f.Name,
+			Description:      f.Description,
+			Decl:             f.Decl,
+			Nondeterministic: f.Nondeterministic,
+		})
+	}
+	slices.SortFunc(c.Builtins, func(a, b *ast.Builtin) int { return strings.Compare(a.Name, b.Name) })
+	return c
+}
+
+func isOurs(name string) bool {
+	return slices.ContainsFunc(functions, func(f *rego.Function) bool { return f.Name == name })
+}

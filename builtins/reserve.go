@@ -1,0 +1,124 @@
+package builtins
+
+import (
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+// reserve implements quota.reserve(claim).
+func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
+	claim, err := decodeClaim(arg)
+	if err != nil {
+		return nil, err
+	}
+	l, err := currentLedger()
+	if err != nil {
+		return nil, err
+	}
+	d, err := l.Reserve(bctx.Context, claim)
+	if err != nil {
+		if h := validationHalt("claim", err); h != nil {
+			return nil, h
+		}
+		// The outcome is unknown (or a rollback failed): deny rather than guess.
+		return nil, rego.NewHaltError(fmt.Errorf("reserving claim %q: %w", claim.ID, err))
+	}
+	return toTerm(decisionJSON(claim.ID, d))
+}
+
+func decodeClaim(arg *ast.Term) (ledger.Claim, error) {
+	v, err := toJSON("claim", arg)
+	if err != nil {
+		return ledger.Claim{}, err
+	}
+	var d decoder
+	m := d.object("claim", v, "id", "object", "requests")
+	if m == nil {
+		return ledger.Claim{}, d.err()
+	}
+	var c ledger.Claim
+	c.ID = d.requiredString("claim", m, "id")
+	if o, ok := m["object"]; ok {
+		if obj := d.object("claim.object", o, "apiGroup", "kind", "namespace", "name", "uid"); obj != nil {
+			c.Object = ledger.ObjectRef{
+				APIGroup:  d.str("claim.object", obj, "apiGroup"),
+				Kind:      d.str("claim.object", obj, "kind"),
+				Namespace: d.str("claim.object", obj, "namespace"),
+				Name:      d.str("claim.object", obj, "name"),
+				UID:       d.str("claim.object", obj, "uid"),
+			}
+		}
+	}
+	if d.required("claim", m, "requests") {
+		reqs, ok := m["requests"].([]any)
+		if !ok {
+			d.fail("claim.requests", "must be an array, got %s", typeName(m["requests"]))
+		}
+		for i, r := range reqs {
+			path := fmt.Sprintf("claim.requests[%d]", i)
+			rm := d.object(path, r, "consumer", "resourceType", "amount", "dimensions")
+			if rm == nil {
+				continue
+			}
+			req := ledger.Request{Consumer: d.consumer(path, rm)}
+			req.ResourceType = d.requiredString(path, rm, "resourceType")
+			if d.required(path, rm, "amount") {
+				req.Amount = d.int64(path, rm, "amount")
+			}
+			req.Dimensions = d.labels(path, rm, "dimensions")
+			c.Requests = append(c.Requests, req)
+		}
+	}
+	return c, d.err()
+}
+
+func decisionJSON(id string, d ledger.Decision) map[string]any {
+	reqs := make([]any, len(d.Requests))
+	for i, r := range d.Requests {
+		reqs[i] = map[string]any{
+			"consumer":     consumerJSON(r.Request.Consumer),
+			"resourceType": r.Request.ResourceType,
+			"dimensions":   dimensionsJSON(r.Request.Dimensions),
+			"amount":       r.Request.Amount,
+			"bucket":       r.Bucket,
+			"granted":      r.Granted,
+			"reason":       r.Reason,
+			"limit":        r.Limit,
+			"allocated":    r.Allocated,
+			"reserved":     r.Reserved,
+			"available":    r.Available,
+			"message":      r.Message,
+		}
+	}
+	return map[string]any{
+		"id":       id,
+		"granted":  d.Granted,
+		"message":  d.Message(),
+		"requests": reqs,
+	}
+}
+
+func consumerJSON(c ledger.Consumer) map[string]any {
+	return map[string]any{"apiGroup": c.APIGroup, "kind": c.Kind, "name": c.Name, "namespace": c.Namespace}
+}
+
+// dimensionsJSON is never null, so Rego can index it without a guard.
+func dimensionsJSON(dims map[string]string) map[string]any {
+	out := make(map[string]any, len(dims))
+	for k, v := range dims {
+		out[k] = v
+	}
+	return out
+}
+
+func toTerm(v any) (*ast.Term, error) {
+	val, err := ast.InterfaceToValue(v)
+	if err != nil {
+		return nil, rego.NewHaltError(fmt.Errorf("encoding result: %w", err))
+	}
+	return ast.NewTerm(val), nil
+}

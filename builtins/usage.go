@@ -1,0 +1,53 @@
+package builtins
+
+import (
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+// usage implements quota.usage(query). It never writes: it is what audit and
+// dry-run requests use, which must not hold quota.
+func usage(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
+	key, err := decodeQuery(arg)
+	if err != nil {
+		return nil, err
+	}
+	l, err := currentLedger()
+	if err != nil {
+		return nil, err
+	}
+	u, err := l.Usage(bctx.Context, key)
+	if err != nil {
+		return nil, rego.NewHaltError(fmt.Errorf("reading bucket %s: %w", key.Name(), err))
+	}
+	return toTerm(map[string]any{
+		"bucket":    key.Name(),
+		"limit":     u.Limit,
+		"allocated": u.Allocated,
+		"reserved":  u.Reserved,
+		"available": u.Available,
+	})
+}
+
+func decodeQuery(arg *ast.Term) (ledger.BucketKey, error) {
+	v, err := toJSON("query", arg)
+	if err != nil {
+		return ledger.BucketKey{}, err
+	}
+	var d decoder
+	m := d.object("query", v, "consumer", "resourceType", "dimensions")
+	if m == nil {
+		return ledger.BucketKey{}, d.err()
+	}
+	c := d.consumer("query", m)
+	resourceType := d.requiredString("query", m, "resourceType")
+	dims := d.labels("query", m, "dimensions")
+	if err := d.err(); err != nil {
+		return ledger.BucketKey{}, err
+	}
+	return ledger.NewBucketKey(c, resourceType, dims), nil
+}

@@ -1,0 +1,130 @@
+// Package quotafile reads ResourceRegistrations and ResourceGrants from YAML
+// files into an in-memory ledger: the quota state of a quotactl verify case
+// or of a `quotactl opa` session.
+package quotafile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/reader"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/grants"
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+// Set is the registrations and grants read so far.
+type Set struct {
+	registrations map[string]*v1alpha1.ResourceRegistration // by spec.resourceType
+	grants        []sourced[*v1alpha1.ResourceGrant]
+}
+
+type sourced[T any] struct {
+	path string
+	obj  T
+}
+
+// Read adds the objects in the YAML file at path (any number of documents).
+// Every document must be a quota.miloapis.com/v1alpha1 ResourceRegistration
+// or ResourceGrant; unknown fields are errors, as the API server would
+// reject them.
+func (s *Set) Read(fsys fs.FS, path string) error {
+	data, err := fs.ReadFile(fsys, path)
+	if err != nil {
+		return err
+	}
+	objs, err := reader.ReadUnstructureds(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(objs) == 0 {
+		return fmt.Errorf("%s: no objects", path)
+	}
+	for i, u := range objs {
+		if err := s.add(path, u); err != nil {
+			return fmt.Errorf("%s: document %d: %w", path, i+1, err)
+		}
+	}
+	return nil
+}
+
+func (s *Set) add(path string, u *unstructured.Unstructured) error {
+	gvk := u.GroupVersionKind()
+	if gvk.GroupVersion() != v1alpha1.GroupVersion {
+		return fmt.Errorf("%s %s: want apiVersion %s", gvk.GroupVersion(), gvk.Kind, v1alpha1.GroupVersion)
+	}
+	switch gvk.Kind {
+	case "ResourceRegistration":
+		reg := &v1alpha1.ResourceRegistration{}
+		if err := fromUnstructured(u, reg); err != nil {
+			return err
+		}
+		if reg.Spec.ResourceType == "" {
+			return fmt.Errorf("ResourceRegistration %s: spec.resourceType: Required value", reg.Name)
+		}
+		if s.registrations == nil {
+			s.registrations = map[string]*v1alpha1.ResourceRegistration{}
+		}
+		if old, dup := s.registrations[reg.Spec.ResourceType]; dup {
+			return fmt.Errorf("ResourceRegistration %s: resource type %s is already registered by %s", reg.Name, reg.Spec.ResourceType, old.Name)
+		}
+		s.registrations[reg.Spec.ResourceType] = reg
+	case "ResourceGrant":
+		g := &v1alpha1.ResourceGrant{}
+		if err := fromUnstructured(u, g); err != nil {
+			return err
+		}
+		s.grants = append(s.grants, sourced[*v1alpha1.ResourceGrant]{path: path, obj: g})
+	default:
+		return fmt.Errorf("kind %s: want ResourceRegistration or ResourceGrant", gvk.Kind)
+	}
+	return nil
+}
+
+func fromUnstructured(u *unstructured.Unstructured, into any) error {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true); err != nil {
+		return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return nil
+}
+
+// Grants converts every grant read into ledger grants. When any registration
+// was read, each grant must also fit the registrations (registered resource
+// type, matching consumer kind, declared dimensions), as the grant controller
+// would require before counting it.
+func (s *Set) Grants() ([]ledger.Grant, error) {
+	var out []ledger.Grant
+	var errs []error
+	for _, g := range s.grants {
+		if len(s.registrations) > 0 {
+			if fe := grants.CheckRegistered(g.obj, s.registrations); len(fe) > 0 {
+				errs = append(errs, fmt.Errorf("%s: ResourceGrant %s/%s: %w", g.path, g.obj.Namespace, g.obj.Name, fe.ToAggregate()))
+				continue
+			}
+		}
+		lg, err := grants.FromResourceGrant(g.obj)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", g.path, err))
+			continue
+		}
+		out = append(out, lg...)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Ledger returns a fresh memory-store ledger over the grants read.
+func (s *Set) Ledger(opts ...ledger.Option) (*ledger.Ledger, error) {
+	gs, err := s.Grants()
+	if err != nil {
+		return nil, err
+	}
+	set := ledger.NewGrantSet()
+	if err := set.Set(gs...); err != nil {
+		return nil, err
+	}
+	return ledger.New(ledger.NewMemoryStore(), set, opts...), nil
+}

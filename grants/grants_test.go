@@ -1,0 +1,125 @@
+package grants_test
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/grants"
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+var acme = v1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}
+
+func grant(allowances ...v1alpha1.Allowance) *v1alpha1.ResourceGrant {
+	return &v1alpha1.ResourceGrant{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "quotakeeper-system", Name: "acme-compute", Generation: 4},
+		Spec:       v1alpha1.ResourceGrantSpec{ConsumerRef: acme, Allowances: allowances},
+	}
+}
+
+func TestFromResourceGrantNumbersBucketAmountsAcrossAllowances(t *testing.T) {
+	dfw := &metav1.LabelSelector{MatchLabels: map[string]string{"networking.datumapis.com/location": "DFW"}}
+	g := grant(
+		v1alpha1.Allowance{ResourceType: "compute/cpu", Buckets: []v1alpha1.GrantBucket{
+			{Amount: 100000},
+			{Amount: 500000, DimensionSelector: dfw},
+		}},
+		v1alpha1.Allowance{ResourceType: "compute/instances", Buckets: []v1alpha1.GrantBucket{
+			{Amount: 10, DimensionSelector: &metav1.LabelSelector{}},
+		}},
+	)
+	got, err := grants.FromResourceGrant(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumer := ledger.Consumer{APIGroup: acme.APIGroup, Kind: acme.Kind, Name: acme.Name}
+	want := []struct {
+		id, resourceType string
+		amount           int64
+		selector         string // "" for nil: every bucket
+	}{
+		{"quotakeeper-system/acme-compute#0", "compute/cpu", 100000, ""},
+		{"quotakeeper-system/acme-compute#1", "compute/cpu", 500000, "networking.datumapis.com/location=DFW"},
+		{"quotakeeper-system/acme-compute#2", "compute/instances", 10, ""},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d grants, want %d", len(got), len(want))
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.ID != w.id || g.ResourceType != w.resourceType || g.Amount != w.amount || g.Consumer != consumer || g.Generation != 4 {
+			t.Errorf("grant %d: got %+v, want %+v", i, g, w)
+		}
+		sel := ""
+		if g.Selector != nil {
+			sel = g.Selector.String()
+		}
+		if sel != w.selector {
+			t.Errorf("grant %d: selector %q, want %q", i, sel, w.selector)
+		}
+	}
+	// An empty selector selects every bucket, as the API promises; absent too.
+	if got[2].Selector != nil {
+		t.Errorf("empty selector became %v, want nil (every bucket)", got[2].Selector)
+	}
+	if !got[1].Selector.Matches(labels.Set{"networking.datumapis.com/location": "DFW"}) || got[1].Selector.Matches(labels.Set{}) {
+		t.Errorf("selector %v does not match as written", got[1].Selector)
+	}
+}
+
+func TestFromResourceGrantRejectsInvalidGrantsWithFieldPaths(t *testing.T) {
+	g := grant(v1alpha1.Allowance{ResourceType: "", Buckets: []v1alpha1.GrantBucket{
+		{Amount: -1},
+		{Amount: 1, DimensionSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "zone", Operator: "Near", Values: []string{"a"}},
+		}}},
+	}})
+	g.Spec.ConsumerRef.Name = ""
+	out, err := grants.FromResourceGrant(g)
+	if out != nil {
+		t.Errorf("returned %d grants with an error", len(out))
+	}
+	want := `ResourceGrant quotakeeper-system/acme-compute: [spec.consumerRef.name: Required value, ` +
+		`spec.allowances[0].resourceType: Required value, ` +
+		`spec.allowances[0].buckets[0].amount: Invalid value: -1: must not be negative, ` +
+		`spec.allowances[0].buckets[1].dimensionSelector: Invalid value: {"matchExpressions":[{"key":"zone","operator":"Near","values":["a"]}]}: "Near" is not a valid label selector operator]`
+	if err == nil || err.Error() != want {
+		t.Errorf("error:\n got %v\nwant %s", err, want)
+	}
+}
+
+func TestCheckRegistered(t *testing.T) {
+	regs := map[string]*v1alpha1.ResourceRegistration{
+		"compute/cpu": {
+			ObjectMeta: metav1.ObjectMeta{Name: "cpu"},
+			Spec: v1alpha1.ResourceRegistrationSpec{
+				ConsumerTypeRef: v1alpha1.ConsumerTypeRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Project"},
+				ResourceType:    "compute/cpu",
+				Dimensions:      []string{"networking.datumapis.com/location"},
+			},
+		},
+	}
+	ok := grant(v1alpha1.Allowance{ResourceType: "compute/cpu", Buckets: []v1alpha1.GrantBucket{{Amount: 1}}})
+	ok.Spec.ConsumerRef.Kind = "Project"
+	if errs := grants.CheckRegistered(ok, regs); len(errs) != 0 {
+		t.Errorf("valid grant: %v", errs)
+	}
+
+	bad := grant(
+		v1alpha1.Allowance{ResourceType: "compute/cpu", Buckets: []v1alpha1.GrantBucket{{Amount: 1, DimensionSelector: &metav1.LabelSelector{
+			MatchLabels:      map[string]string{"tier": "gold"},
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpExists}},
+		}}}},
+		v1alpha1.Allowance{ResourceType: "compute/gpu", Buckets: []v1alpha1.GrantBucket{{Amount: 1}}},
+	)
+	want := `[spec.consumerRef: Invalid value: "resourcemanager.miloapis.com/Organization": resource type compute/cpu is consumed by resourcemanager.miloapis.com/Project (ResourceRegistration cpu), ` +
+		`spec.allowances[0].buckets[0].dimensionSelector.matchLabels[tier]: Unsupported value: "tier": supported values: "networking.datumapis.com/location", ` +
+		`spec.allowances[0].buckets[0].dimensionSelector.matchExpressions[0].key: Unsupported value: "zone": supported values: "networking.datumapis.com/location", ` +
+		`spec.allowances[1].resourceType: Not found: "compute/gpu"]`
+	if got := grants.CheckRegistered(bad, regs).ToAggregate(); got == nil || got.Error() != want {
+		t.Errorf("errors:\n got %v\nwant %s", got, want)
+	}
+}

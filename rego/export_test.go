@@ -1,0 +1,4 @@
+package rego
+
+// GenerateAll exposes generateAll to the external tests.
+var GenerateAll = generateAll

@@ -1,0 +1,210 @@
+package rego_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"testing"
+
+	constraintclient "github.com/open-policy-agent/frameworks/constraint/pkg/client"
+	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
+	"github.com/open-policy-agent/frameworks/constraint/pkg/client/reviews"
+	"github.com/open-policy-agent/frameworks/constraint/pkg/core/templates"
+	"github.com/open-policy-agent/frameworks/constraint/pkg/types"
+	"github.com/open-policy-agent/gatekeeper/v3/apis"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/reader"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/target"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/util"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+func TestMain(m *testing.M) {
+	// Before any driver exists: drivers copy OPA's builtin table.
+	builtins.Register()
+	os.Exit(m.Run())
+}
+
+// harness is a frameworks constraint client with the rego driver and
+// Gatekeeper's admission target, as Gatekeeper builds it, holding one
+// template (read from templates/, as shipped) and one constraint of it,
+// over a fresh memory-store ledger.
+type harness struct {
+	t      testing.TB
+	ctx    context.Context
+	client *constraintclient.Client
+	grants *ledger.GrantSet
+	ledger *ledger.Ledger
+	store  *ledger.MemoryStore
+	kind   string // the template's constraint kind
+}
+
+func newHarness(t testing.TB, templateName string, params map[string]any) *harness {
+	t.Helper()
+	h := &harness{t: t, ctx: context.Background(), grants: ledger.NewGrantSet()}
+	h.store = ledger.NewMemoryStore()
+	h.ledger = ledger.New(h.store, h.grants)
+	builtins.Use(h.ledger)
+	t.Cleanup(func() { builtins.Use(nil) })
+
+	driver, err := rego.New(rego.Externs("inventory"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.client, err = constraintclient.NewClient(
+		constraintclient.Targets(&target.K8sValidationTarget{}),
+		constraintclient.Driver(driver),
+		constraintclient.EnforcementPoints(util.WebhookEnforcementPoint, util.AuditEnforcementPoint),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := readTemplate(t, templateName)
+	h.kind = tmpl.Spec.CRD.Spec.Names.Kind
+	if _, err := h.client.AddTemplate(h.ctx, tmpl); err != nil {
+		t.Fatalf("AddTemplate %s: %v", templateName, err)
+	}
+	h.addConstraint("quota", params)
+	return h
+}
+
+func readTemplate(t testing.TB, name string) *templates.ConstraintTemplate {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := apis.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := reader.ReadTemplate(scheme, os.DirFS("../templates"), name+"/template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
+}
+
+func (h *harness) addConstraint(name string, params map[string]any) {
+	h.t.Helper()
+	c := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "constraints.gatekeeper.sh/v1beta1",
+		"kind":       h.kind,
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"parameters": params},
+	}}
+	if _, err := h.client.AddConstraint(h.ctx, c); err != nil {
+		h.t.Fatalf("AddConstraint: %v", err)
+	}
+}
+
+func (h *harness) grant(id string, c ledger.Consumer, resourceType string, amount int64) {
+	h.t.Helper()
+	if err := h.grants.Set(ledger.Grant{ID: id, Consumer: c, ResourceType: resourceType, Amount: amount}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) usage(c ledger.Consumer, resourceType string) ledger.Usage {
+	h.t.Helper()
+	u, err := h.ledger.Usage(h.ctx, ledger.NewBucketKey(c, resourceType, nil))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return u
+}
+
+// namespace adds a Namespace to the synced inventory (data.inventory), as
+// Gatekeeper's sync does.
+func (h *harness) namespace(name string, labels map[string]string) {
+	h.t.Helper()
+	if _, err := h.client.AddData(h.ctx, namespaceObject(name, labels)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func namespaceObject(name string, labels map[string]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("v1")
+	u.SetKind("Namespace")
+	u.SetName(name)
+	u.SetLabels(labels)
+	return u
+}
+
+type request struct {
+	op         admissionv1.Operation
+	uid        string // request uid; "" like an audit
+	obj        map[string]any
+	old        map[string]any // UPDATE
+	dryRun     bool
+	namespaces *unstructured.Unstructured // input.review.namespaceObject, as Gatekeeper's webhook attaches it
+}
+
+// review runs one admission review and returns the violation messages, sorted.
+func (h *harness) review(r request) []string {
+	h.t.Helper()
+	obj := &unstructured.Unstructured{Object: r.obj}
+	gvk := obj.GroupVersionKind()
+	req := &admissionv1.AdmissionRequest{
+		UID:       k8stypes.UID(r.uid),
+		Kind:      metaGVK(gvk),
+		Operation: r.op,
+		Name:      obj.GetName(),
+		Namespace: obj.GetNamespace(),
+		Object:    runtime.RawExtension{Raw: mustJSON(h.t, r.obj)},
+	}
+	if r.old != nil {
+		req.OldObject = runtime.RawExtension{Raw: mustJSON(h.t, r.old)}
+	}
+	if r.dryRun {
+		req.DryRun = &r.dryRun
+	}
+	opts := []reviews.ReviewOpt{reviews.EnforcementPoint(util.WebhookEnforcementPoint)}
+	if r.namespaces != nil {
+		opts = append(opts, reviews.Namespace(r.namespaces.Object))
+	}
+	resp, err := h.client.Review(h.ctx, target.AugmentedReview{AdmissionRequest: req, IsAdmission: true}, opts...)
+	if err != nil {
+		h.t.Fatalf("Review: %v", err)
+	}
+	return messages(resp.Results())
+}
+
+// audit reviews an existing object the way Gatekeeper's audit does: the
+// object alone, no request uid, no operation.
+func (h *harness) audit(obj map[string]any) []string {
+	h.t.Helper()
+	resp, err := h.client.Review(h.ctx, target.AugmentedUnstructured{Object: unstructured.Unstructured{Object: obj}},
+		reviews.EnforcementPoint(util.AuditEnforcementPoint))
+	if err != nil {
+		h.t.Fatalf("Review: %v", err)
+	}
+	return messages(resp.Results())
+}
+
+func messages(results []*types.Result) []string {
+	out := []string{}
+	for _, r := range results {
+		out = append(out, r.Msg)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func metaGVK(gvk schema.GroupVersionKind) metav1.GroupVersionKind {
+	return metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
+}

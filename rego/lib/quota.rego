@@ -1,0 +1,383 @@
+# Package lib.quota is quotakeeper's Rego library for quota ConstraintTemplates.
+# Templates embed it through their `libs` and call two functions:
+#
+#   violations(amount, old_amount)  the set of {msg, details} for input.review
+#   object_amount(obj)              the amount an object asks for, per
+#                                   input.parameters.amount (QuotaAllocation)
+#
+# It builds a claim from input.review and input.parameters, and reserves it
+# with quota.reserve only for a real admission: operation CREATE (or UPDATE
+# where the amount grows: the growth is reserved), a non-empty request uid
+# (audit sends none) and not a dry run. Dry runs are checked read-only with
+# quota.usage and get the message the real request would get; audit never
+# reserves and reports consumers over their limit. Parameters and result
+# shapes: docs/policy-authoring.md.
+#
+# Import it under another name than `quota` (`import data.lib.quota as
+# quotalib`): an import named `quota` would shadow the quota.* builtins.
+package lib.quota
+
+# ---------------------------------------------------------------------------
+# The review
+
+review := input.review
+
+params := object.get(input, "parameters", {})
+
+operation := object.get(review, "operation", "")
+
+request_uid := object.get(review, "uid", "")
+
+dry_run if review.dryRun == true
+
+# For DELETE Gatekeeper puts the old object here too.
+obj := o if {
+	o := review.object
+	is_object(o)
+} else := {}
+
+old_obj := o if {
+	o := review.oldObject
+	is_object(o)
+} else := {}
+
+object_uid := object.get(obj, ["metadata", "uid"], "")
+
+# mode is what this review does with quota:
+#   reserve  a real admission: quota.reserve, keyed by the object's uid
+#   check    a dry run, or an admission review without a request uid:
+#            quota.usage only, same verdict and message as a real request
+#   audit    no operation (Gatekeeper audit, gator on a plain object):
+#            read-only, reports consumers above their limit
+#   none     DELETE and CONNECT: the controllers return quota, not admission
+mode := "reserve" if {
+	operation in {"CREATE", "UPDATE"}
+	request_uid != ""
+	not dry_run
+} else := "check" if {
+	operation in {"CREATE", "UPDATE"}
+} else := "audit" if {
+	operation == ""
+} else := "none"
+
+# A retried or re-evaluated request finds its own reservation under the same
+# id, so it never counts twice. An UPDATE reserves only its growth, under an
+# id of its own, so that it does not collide with the create's reservation.
+claim_id := object_uid if {
+	operation == "CREATE"
+} else := sprintf("%s/%s", [object_uid, request_uid])
+
+object_ref := {
+	"apiGroup": object.get(review, ["kind", "group"], ""),
+	"kind": object.get(review, ["kind", "kind"], ""),
+	"namespace": object.get(obj, ["metadata", "namespace"], object.get(review, "namespace", "")),
+	"name": object.get(obj, ["metadata", "name"], object.get(review, "name", "")),
+	"uid": object_uid,
+}
+
+# ---------------------------------------------------------------------------
+# The namespace and its labels
+
+is_namespace_object if {
+	object.get(review, ["kind", "group"], "") == ""
+	object.get(review, ["kind", "kind"], "") == "Namespace"
+}
+
+# The namespace the object counts against; a Namespace counts against itself.
+namespace_name := object.get(obj, ["metadata", "name"], "") if {
+	is_namespace_object
+} else := ns if {
+	ns := object.get(obj, ["metadata", "namespace"], "")
+	ns != ""
+} else := object.get(review, "namespace", "")
+
+# The namespace's labels: a Namespace's own; else the namespace object that
+# Gatekeeper's webhook attaches to the review (fresh from its cache or the
+# API server); else Gatekeeper's synced inventory. Undefined when none knows
+# the namespace.
+namespace_labels := object.get(obj, ["metadata", "labels"], {}) if {
+	is_namespace_object
+} else := labels if {
+	ns := review.namespaceObject
+	is_object(ns)
+	ns.metadata.name == namespace_name
+	labels := object.get(ns, ["metadata", "labels"], {})
+} else := labels if {
+	ns := data.inventory.cluster.v1.Namespace[namespace_name]
+	labels := object.get(ns, ["metadata", "labels"], {})
+}
+
+# consumer_label_key is api/v1alpha1.ConsumerLabelKey: the namespace label
+# naming a namespace's consumer of a kind.
+consumer_label_key(api_group, kind) := sprintf("%s/%s", [group_or_core(api_group), lower(kind)])
+
+group_or_core(g) := g if g != ""
+
+else := "quota.miloapis.com"
+
+# ---------------------------------------------------------------------------
+# Scopes: one request per parameters.consumers entry, all or nothing.
+
+consumer_entries := object.get(params, "consumers", [{"kind": "Namespace"}])
+
+scopes := [scope(i, e) | some i, e in consumer_entries]
+
+scope(i, e) := {"error": msg} if {
+	not is_object(e)
+	msg := sprintf("parameters.consumers[%d]: must be an object", [i])
+} else := {"error": msg} if {
+	object.get(e, "kind", "") == ""
+	msg := sprintf("parameters.consumers[%d].kind: required", [i])
+} else := {"error": msg} if {
+	resource_type(e) == ""
+	msg := sprintf("parameters.resourceType: required (or parameters.consumers[%d].resourceType)", [i])
+} else := r if {
+	c := resolve_consumer(e)
+	r := object.union(c, {"resourceType": resource_type(e), "dimensions": dimensions(e)})
+}
+
+resource_type(e) := object.get(e, "resourceType", object.get(params, "resourceType", ""))
+
+dimensions(e) := object.union(object.get(params, "dimensions", {}), object.get(e, "dimensions", {}))
+
+is_namespace_kind(e) if {
+	object.get(e, "apiGroup", "") == ""
+	e.kind == "Namespace"
+}
+
+entry_label_key(e) := object.get(e, "labelKey", consumer_label_key(object.get(e, "apiGroup", ""), e.kind))
+
+consumer(e, name) := {
+	"apiGroup": object.get(e, "apiGroup", ""),
+	"kind": e.kind,
+	"name": name,
+	"namespace": object.get(e, "namespace", ""),
+}
+
+# A fixed name wins; kind Namespace is the object's namespace; any other kind
+# is named by a label on that namespace.
+resolve_consumer(e) := {"consumer": consumer(e, e.name)} if {
+	object.get(e, "name", "") != ""
+} else := {"consumer": consumer(e, namespace_name)} if {
+	is_namespace_kind(e)
+	namespace_name != ""
+} else := {"error": msg} if {
+	is_namespace_kind(e)
+	msg := sprintf("cannot count %s %q against a namespace: it is cluster-scoped", [object_ref.kind, object_ref.name])
+} else := {"error": msg} if {
+	namespace_name == ""
+	msg := sprintf("cannot find the %s of %s %q: it is cluster-scoped, so no namespace label %q names one", [e.kind, object_ref.kind, object_ref.name, entry_label_key(e)])
+} else := {"consumer": consumer(e, name)} if {
+	name := namespace_labels[entry_label_key(e)]
+	name != ""
+} else := {"error": msg} if {
+	not namespace_labels
+	msg := sprintf("cannot find the %s of namespace %q: the namespace is not in Gatekeeper's synced inventory (sync v1 Namespace)", [e.kind, namespace_name])
+} else := {"error": msg} if {
+	msg := sprintf("cannot find the %s of namespace %q: it has no label %q", [e.kind, namespace_name, entry_label_key(e)])
+}
+
+config_errors contains "parameters.consumers: must not be empty" if count(consumer_entries) == 0
+
+config_errors contains s.error if {
+	some s in scopes
+	s.error
+}
+
+# ---------------------------------------------------------------------------
+# The claim
+
+claim(amount) := {
+	"id": claim_id,
+	"object": object_ref,
+	"requests": [request(s, amount) | some s in scopes],
+}
+
+request(s, amount) := {
+	"consumer": s.consumer,
+	"resourceType": s.resourceType,
+	"amount": amount,
+	"dimensions": s.dimensions,
+}
+
+query(s) := {"consumer": s.consumer, "resourceType": s.resourceType, "dimensions": s.dimensions}
+
+# ---------------------------------------------------------------------------
+# Violations
+
+# violations(amount, old_amount) is the set of {msg, details} for
+# input.review, for an object that asks for amount (old_amount before an
+# UPDATE; ignored otherwise). Every failure to count is a violation: a quota
+# check that cannot decide denies.
+violations(amount, old_amount) := admission_violations(requested(amount, old_amount)) if {
+	mode in {"reserve", "check"}
+} else := audit_violations if {
+	mode == "audit"
+} else := set()
+
+requested(amount, _) := amount if operation == "CREATE"
+
+requested(amount, old_amount) := growth(amount, old_amount) if operation == "UPDATE"
+
+growth(amount, old_amount) := amount - old_amount if {
+	is_number(amount)
+	is_number(old_amount)
+} else := amount if {
+	not is_number(amount)
+} else := old_amount
+
+admission_violations(n) := {amount_violation(n)} if {
+	not is_number(n)
+} else := {amount_violation(n)} if {
+	n != floor(n)
+} else := set() if {
+	n <= 0
+} else := {config_violation(m) | some m in config_errors} if {
+	count(config_errors) > 0
+} else := {uid_violation} if {
+	mode == "reserve"
+	object_uid == ""
+} else := decision_violations(quota.reserve(claim(n))) if {
+	mode == "reserve"
+} else := check_violations(n)
+
+decision_violations(d) := set() if {
+	d.granted
+} else := vs if {
+	vs := {denial(r) | some r in d.requests; r.reason == "QuotaExceeded"}
+	count(vs) > 0
+} else := {{"msg": sprintf("quota denied: %s", [d.message]), "details": {"decision": d}}}
+
+# What quota.reserve would answer, from quota.usage: the same numbers and
+# the same message as ledger.RequestDecision's, without holding anything.
+check_violations(n) := {denial(r) |
+	some s in scopes
+	u := quota.usage(query(s))
+	u.available < n
+	r := object.union(u, {
+		"consumer": s.consumer,
+		"resourceType": s.resourceType,
+		"dimensions": s.dimensions,
+		"amount": n,
+		"message": denied_message(n, s.resourceType, u),
+	})
+}
+
+denied_message(n, resource_type, u) := sprintf(
+	"requested %d of %s, available %d of %d (allocated %d, reserved %d)",
+	[n, resource_type, u.available, u.limit, u.allocated, u.reserved],
+)
+
+audit_violations := {config_violation(m) | some m in config_errors} if {
+	count(config_errors) > 0
+} else := set() if {
+	params.reportOverLimit == false
+} else := over_limit_violations
+
+# A lowered limit never revokes what is held, so a bucket can sit above its
+# limit; audit is where that becomes visible.
+over_limit_violations contains v if {
+	some s in scopes
+	u := quota.usage(query(s))
+	u.allocated + u.reserved > u.limit
+	v := {
+		"msg": sprintf("%s is over its quota of %s: allocated %d, reserved %d, limit %d", [
+			display(s.consumer, s.dimensions), s.resourceType,
+			u.allocated, u.reserved, u.limit,
+		]),
+		"details": details(s, u, 0),
+	}
+}
+
+denial(r) := {
+	"msg": sprintf("quota exceeded for %s: %s", [display(r.consumer, r.dimensions), r.message]),
+	"details": details(r, r, r.amount),
+}
+
+details(s, u, n) := {
+	"consumer": s.consumer,
+	"resourceType": s.resourceType,
+	"dimensions": s.dimensions,
+	"requested": n,
+	"limit": u.limit,
+	"allocated": u.allocated,
+	"reserved": u.reserved,
+	"available": u.available,
+	"bucket": u.bucket,
+}
+
+display(c, dims) := sprintf("%s%s", [consumer_name(c), dimension_suffix(dims)])
+
+consumer_name(c) := sprintf("%s %s/%s", [c.kind, c.namespace, c.name]) if {
+	c.namespace != ""
+} else := sprintf("%s %s", [c.kind, c.name])
+
+dimension_suffix(dims) := "" if {
+	count(dims) == 0
+} else := sprintf(" {%s}", [concat(",", sort([sprintf("%s=%s", [k, v]) | some k, v in dims]))])
+
+config_violation(m) := {"msg": sprintf("quota: %s", [m]), "details": {}}
+
+uid_violation := {
+	"msg": sprintf("quota: cannot reserve for %s %q: metadata.uid is empty (the API server sets it before validating admission)", [object_ref.kind, object_ref.name]),
+	"details": {},
+}
+
+amount_violation(n) := {"msg": sprintf("quota: cannot count %s %q: %s", [object_ref.kind, object_ref.name, amount_error(n)]), "details": {}}
+
+amount_error(n) := n.error if {
+	is_object(n)
+	n.error
+} else := sprintf("the amount must be a whole number, got %v", [n])
+
+# ---------------------------------------------------------------------------
+# Amounts (QuotaAllocation)
+
+# object_amount(obj) is what obj asks for in the registration's base unit,
+# per parameters.amount: {path} (a quantity at that path; absent counts 0)
+# or {resource, from} (the sum over the pod template's containers of
+# resources[from][resource], from defaulting to "requests"), times the number
+# at replicasPath when set (absent counts 1), converted with unit (a quantity
+# suffix: "m" for millicores, "" for bytes or counts, "Mi", ...). Quantities
+# are rounded up per value. On a bad specification it is {"error": msg},
+# which violations reports.
+object_amount(o) := amount_of(o, object.get(params, "amount", {}))
+
+amount_of(o, spec) := {"error": "parameters.amount: set path or resource"} if {
+	not spec.path
+	not spec.resource
+} else := {"error": sprintf("replicas at %v: must be a whole number, got %v", [spec.replicasPath, r])} if {
+	spec.replicasPath
+	r := object.get(o, spec.replicasPath, 1)
+	not is_whole(r)
+} else := per_object(o, spec) * object.get(o, spec.replicasPath, 1) if {
+	spec.replicasPath
+} else := per_object(o, spec)
+
+is_whole(n) if {
+	is_number(n)
+	n >= 0
+	n == floor(n)
+}
+
+unit(spec) := object.get(spec, "unit", "")
+
+per_object(o, spec) := quota.quantity(v, unit(spec)) if {
+	spec.path
+	v := object.get(o, spec.path, null)
+	v != null
+} else := 0 if {
+	spec.path
+} else := sum([quota.quantity(q, unit(spec)) |
+	some c in object.get(pod_spec(o), "containers", [])
+	q := object.get(c, ["resources", object.get(spec, "from", "requests"), spec.resource], null)
+	q != null
+])
+
+# The pod spec of a Pod, a workload (Deployment, ReplicaSet, StatefulSet,
+# DaemonSet, Job) or a CronJob.
+pod_spec(o) := s if {
+	s := o.spec.jobTemplate.spec.template.spec
+} else := s if {
+	s := o.spec.template.spec
+} else := object.get(o, "spec", {})

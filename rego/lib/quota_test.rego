@@ -1,0 +1,447 @@
+# Tests of lib.quota. Run with `quotactl opa test --quota
+# rego/testdata/quota.yaml rego/`: quota.quantity and the test_real_* tests
+# use the real builtins; every other test replaces quota.reserve and
+# quota.usage with mocks, so each asserts exactly what the library asked.
+package lib.quota_test
+
+import data.lib.quota as quotalib
+
+# ---------------------------------------------------------------------------
+# Fixtures
+
+pod(ns, name, uid) := {
+	"apiVersion": "v1",
+	"kind": "Pod",
+	"metadata": {"name": name, "namespace": ns, "uid": uid},
+}
+
+admission(op, request_uid, o) := {
+	"uid": request_uid,
+	"operation": op,
+	"kind": {"group": "", "version": "v1", "kind": o.kind},
+	"name": o.metadata.name,
+	"namespace": object.get(o.metadata, "namespace", ""),
+	"object": o,
+}
+
+# What Gatekeeper's audit (and gator on a plain object) sends.
+audit(o) := {
+	"uid": "",
+	"operation": "",
+	"kind": {"group": "", "version": "v1", "kind": o.kind},
+	"name": o.metadata.name,
+	"namespace": object.get(o.metadata, "namespace", ""),
+	"object": o,
+}
+
+inp(review, params) := {"review": review, "parameters": params}
+
+pods := {"resourceType": "core/pods"}
+
+by_org := {
+	"resourceType": "core/pods",
+	"consumers": [{"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization"}],
+}
+
+inventory(ns, labels) := {"cluster": {"v1": {"Namespace": {ns: {
+	"apiVersion": "v1",
+	"kind": "Namespace",
+	"metadata": {"name": ns, "labels": labels},
+}}}}}
+
+acme := inventory("team-a", {"resourcemanager.miloapis.com/organization": "acme"})
+
+create := inp(admission("CREATE", "req-1", pod("team-a", "p1", "uid-1")), pods)
+
+# A decision as quota.reserve returns it, refused for one request.
+refused(claim) := {
+	"id": claim.id,
+	"granted": false,
+	"message": "requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1)",
+	"requests": [{
+		"consumer": claim.requests[0].consumer,
+		"resourceType": claim.requests[0].resourceType,
+		"dimensions": claim.requests[0].dimensions,
+		"amount": claim.requests[0].amount,
+		"bucket": "core-pods-0123",
+		"granted": false,
+		"reason": "QuotaExceeded",
+		"limit": 3,
+		"allocated": 2,
+		"reserved": 1,
+		"available": 0,
+		"message": sprintf("requested %d of core/pods, available 0 of 3 (allocated 2, reserved 1)", [claim.requests[0].amount]),
+	}],
+}
+
+granted(claim) := {"id": claim.id, "granted": true, "message": "granted", "requests": []}
+
+# Reports the claim it was given as a refusal, so a test can see what was reserved.
+echo(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [{
+	"consumer": claim.requests[0].consumer,
+	"resourceType": claim.requests[0].resourceType,
+	"dimensions": claim.requests[0].dimensions,
+	"amount": claim.requests[0].amount,
+	"bucket": "b",
+	"reason": "QuotaExceeded",
+	"limit": 0,
+	"allocated": 0,
+	"reserved": 0,
+	"available": 0,
+	"message": sprintf("reserved %s %d", [claim.id, claim.requests[0].amount]),
+}]}
+
+full(_) := {"bucket": "core-pods-0123", "limit": 3, "allocated": 3, "reserved": 0, "available": 0}
+
+roomy(_) := {"bucket": "core-pods-0123", "limit": 3, "allocated": 1, "reserved": 0, "available": 2}
+
+over(_) := {"bucket": "core-pods-0123", "limit": 3, "allocated": 4, "reserved": 1, "available": 0}
+
+# ---------------------------------------------------------------------------
+# Modes
+
+test_mode_create_with_uid_reserves if {
+	quotalib.mode == "reserve" with input as create
+}
+
+test_mode_update_with_uid_reserves if {
+	quotalib.mode == "reserve" with input as inp(admission("UPDATE", "req-1", pod("team-a", "p1", "uid-1")), pods)
+}
+
+test_mode_dry_run_checks if {
+	review := object.union(admission("CREATE", "req-1", pod("team-a", "p1", "uid-1")), {"dryRun": true})
+	quotalib.mode == "check" with input as inp(review, pods)
+}
+
+test_mode_admission_without_uid_checks if {
+	quotalib.mode == "check" with input as inp(admission("CREATE", "", pod("team-a", "p1", "uid-1")), pods)
+}
+
+test_mode_audit if {
+	quotalib.mode == "audit" with input as inp(audit(pod("team-a", "p1", "uid-1")), pods)
+}
+
+test_mode_delete_does_nothing if {
+	quotalib.mode == "none" with input as inp(admission("DELETE", "req-1", pod("team-a", "p1", "uid-1")), pods)
+}
+
+# ---------------------------------------------------------------------------
+# The claim
+
+test_claim_for_create if {
+	quotalib.claim(1) == {
+		"id": "uid-1",
+		"object": {"apiGroup": "", "kind": "Pod", "namespace": "team-a", "name": "p1", "uid": "uid-1"},
+		"requests": [{
+			"consumer": {"apiGroup": "", "kind": "Namespace", "name": "team-a", "namespace": ""},
+			"resourceType": "core/pods",
+			"amount": 1,
+			"dimensions": {},
+		}],
+	}
+		with input as create
+}
+
+test_claim_id_for_update_is_object_and_request_uid if {
+	quotalib.claim_id == "uid-1/req-7" with input as inp(admission("UPDATE", "req-7", pod("team-a", "p1", "uid-1")), pods)
+}
+
+test_claim_one_request_per_consumer_in_order if {
+	params := {
+		"resourceType": "core/pods",
+		"dimensions": {"tier": "gold"},
+		"consumers": [
+			{"apiGroup": "resourcemanager.miloapis.com", "kind": "Project", "resourceType": "core/pods-per-project"},
+			{"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization", "dimensions": {"region": "eu"}},
+		],
+	}
+	labels := {"resourcemanager.miloapis.com/project": "web", "resourcemanager.miloapis.com/organization": "acme"}
+	c := quotalib.claim(1) with input as inp(admission("CREATE", "req-1", pod("team-a", "p1", "uid-1")), params)
+		with data.inventory as inventory("team-a", labels)
+	c.requests == [
+		{
+			"consumer": {"apiGroup": "resourcemanager.miloapis.com", "kind": "Project", "name": "web", "namespace": ""},
+			"resourceType": "core/pods-per-project",
+			"amount": 1,
+			"dimensions": {"tier": "gold"},
+		},
+		{
+			"consumer": {"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization", "name": "acme", "namespace": ""},
+			"resourceType": "core/pods",
+			"amount": 1,
+			"dimensions": {"tier": "gold", "region": "eu"},
+		},
+	]
+}
+
+# ---------------------------------------------------------------------------
+# Consumers
+
+consumer_of(review, params) := c if {
+	c := quotalib.scopes[0].consumer with input as inp(review, params)
+}
+
+test_consumer_fixed_name if {
+	params := {"resourceType": "core/pods", "consumers": [{"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization", "name": "globex"}]}
+	consumer_of(create.review, params) == {"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization", "name": "globex", "namespace": ""}
+}
+
+test_consumer_defaults_to_the_namespace if {
+	consumer_of(create.review, pods) == {"apiGroup": "", "kind": "Namespace", "name": "team-a", "namespace": ""}
+}
+
+test_consumer_from_inventory_label if {
+	c := consumer_of(create.review, by_org) with data.inventory as acme
+	c == {"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization", "name": "acme", "namespace": ""}
+}
+
+test_consumer_namespace_object_wins_over_inventory if {
+	ns := {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"resourcemanager.miloapis.com/organization": "initech"}}}
+	review := object.union(create.review, {"namespaceObject": ns})
+	c := consumer_of(review, by_org) with data.inventory as acme
+	c.name == "initech"
+}
+
+test_consumer_of_a_namespace_is_read_from_its_own_labels if {
+	ns := {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-z", "uid": "uid-ns", "labels": {"resourcemanager.miloapis.com/organization": "acme"}}}
+	c := consumer_of(admission("CREATE", "req-1", ns), by_org)
+	c.name == "acme"
+	consumer_of(admission("CREATE", "req-1", ns), pods).name == "team-z"
+}
+
+test_consumer_label_key_override if {
+	params := {"resourceType": "core/pods", "consumers": [{"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization", "labelKey": "example.com/org"}]}
+	c := consumer_of(create.review, params) with data.inventory as inventory("team-a", {"example.com/org": "acme"})
+	c.name == "acme"
+}
+
+test_consumer_label_key_matches_go if {
+	# api/v1alpha1.ConsumerLabelKey; TestConsumerLabelKeyMatchesGo runs the same cases through Go.
+	quotalib.consumer_label_key("resourcemanager.miloapis.com", "Organization") == "resourcemanager.miloapis.com/organization"
+	quotalib.consumer_label_key("", "Namespace") == "quota.miloapis.com/namespace"
+}
+
+errors_for(review, params) := errs if {
+	vs := quotalib.violations(1, 1) with input as inp(review, params)
+		with quota.reserve as granted
+		with quota.usage as roomy
+	errs := {v.msg | some v in vs}
+}
+
+test_missing_label_denies_and_names_it if {
+	errs := errors_for(create.review, by_org) with data.inventory as inventory("team-a", {})
+	errs == {`quota: cannot find the Organization of namespace "team-a": it has no label "resourcemanager.miloapis.com/organization"`}
+}
+
+test_unsynced_namespace_denies if {
+	errs := errors_for(create.review, by_org) with data.inventory as {}
+	errs == {`quota: cannot find the Organization of namespace "team-a": the namespace is not in Gatekeeper's synced inventory (sync v1 Namespace)`}
+}
+
+test_cluster_scoped_object_cannot_use_namespace_consumer if {
+	crb := {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "admin2", "uid": "uid-cr"}}
+	review := object.union(admission("CREATE", "req-1", crb), {"kind": {"group": "rbac.authorization.k8s.io", "version": "v1", "kind": "ClusterRole"}})
+	errors_for(review, pods) == {`quota: cannot count ClusterRole "admin2" against a namespace: it is cluster-scoped`}
+	errors_for(review, by_org) == {`quota: cannot find the Organization of ClusterRole "admin2": it is cluster-scoped, so no namespace label "resourcemanager.miloapis.com/organization" names one`}
+}
+
+test_empty_consumers_denies if {
+	errors_for(create.review, {"resourceType": "core/pods", "consumers": []}) == {"quota: parameters.consumers: must not be empty"}
+}
+
+test_missing_resource_type_denies if {
+	errors_for(create.review, {}) == {"quota: parameters.resourceType: required (or parameters.consumers[0].resourceType)"}
+}
+
+# ---------------------------------------------------------------------------
+# Violations
+
+v_refused_roomy(i) := vs if {
+	vs := quotalib.violations(1, 1) with input as i
+		with quota.reserve as refused
+		with quota.usage as roomy
+}
+
+v_refused_over(i) := vs if {
+	vs := quotalib.violations(1, 1) with input as i
+		with quota.reserve as refused
+		with quota.usage as over
+}
+
+v_granted_roomy(i) := vs if {
+	vs := quotalib.violations(1, 1) with input as i
+		with quota.reserve as granted
+		with quota.usage as roomy
+}
+
+v_granted_full(i) := vs if {
+	vs := quotalib.violations(1, 1) with input as i
+		with quota.reserve as granted
+		with quota.usage as full
+}
+
+test_refused_reservation_is_one_violation_with_the_numbers if {
+	v_refused_roomy(create) == {{
+		"msg": "quota exceeded for Namespace team-a: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1)",
+		"details": {
+			"consumer": {"apiGroup": "", "kind": "Namespace", "name": "team-a", "namespace": ""},
+			"resourceType": "core/pods",
+			"dimensions": {},
+			"requested": 1,
+			"limit": 3,
+			"allocated": 2,
+			"reserved": 1,
+			"available": 0,
+			"bucket": "core-pods-0123",
+		},
+	}}
+}
+
+test_granted_reservation_is_no_violation if {
+	count(v_granted_full(create)) == 0
+}
+
+test_dimensions_are_named_in_the_message if {
+	i := inp(create.review, {"resourceType": "core/pods", "dimensions": {"zone": "b", "tier": "gold"}})
+	{v.msg | some v in v_refused_roomy(i)} == {"quota exceeded for Namespace team-a {tier=gold,zone=b}: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1)"}
+}
+
+test_audit_never_reserves if {
+	# refused would turn a reservation into a violation.
+	count(v_refused_roomy(inp(audit(pod("team-a", "p1", "uid-1")), pods))) == 0
+}
+
+test_audit_reports_consumers_over_their_limit if {
+	{v.msg | some v in v_refused_over(inp(audit(pod("team-a", "p1", "uid-1")), pods))} == {"Namespace team-a is over its quota of core/pods: allocated 4, reserved 1, limit 3"}
+}
+
+test_audit_over_limit_report_can_be_disabled if {
+	params := object.union(pods, {"reportOverLimit": false})
+	count(v_refused_over(inp(audit(pod("team-a", "p1", "uid-1")), params))) == 0
+}
+
+test_dry_run_never_reserves_but_predicts_the_denial if {
+	review := object.union(create.review, {"dryRun": true})
+	count(v_refused_roomy(inp(review, pods))) == 0
+	{v.msg | some v in v_granted_full(inp(review, pods))} == {"quota exceeded for Namespace team-a: requested 1 of core/pods, available 0 of 3 (allocated 3, reserved 0)"}
+}
+
+test_admission_without_request_uid_never_reserves if {
+	i := inp(admission("CREATE", "", pod("team-a", "p1", "uid-1")), pods)
+	count(v_refused_roomy(i)) == 0
+}
+
+test_update_reserves_only_the_growth_under_its_own_id if {
+	i := inp(admission("UPDATE", "req-2", pod("team-a", "p1", "uid-1")), pods)
+	vs := quotalib.violations(5, 3) with input as i with quota.reserve as echo with quota.usage as roomy
+	{v.msg | some v in vs} == {"quota exceeded for Namespace team-a: reserved uid-1/req-2 2"}
+}
+
+test_update_that_does_not_grow_reserves_nothing if {
+	i := inp(admission("UPDATE", "req-2", pod("team-a", "p1", "uid-1")), pods)
+	same := quotalib.violations(3, 3) with input as i with quota.reserve as echo with quota.usage as full
+	count(same) == 0
+	shrunk := quotalib.violations(2, 3) with input as i with quota.reserve as echo with quota.usage as full
+	count(shrunk) == 0
+}
+
+test_create_of_nothing_reserves_nothing if {
+	vs := quotalib.violations(0, 0) with input as create with quota.reserve as echo
+	count(vs) == 0
+}
+
+test_delete_reserves_nothing if {
+	i := inp(admission("DELETE", "req-1", pod("team-a", "p1", "uid-1")), pods)
+	count(v_refused_over(i)) == 0
+}
+
+test_missing_object_uid_denies if {
+	i := inp(admission("CREATE", "req-1", pod("team-a", "p1", "")), pods)
+	{v.msg | some v in v_granted_roomy(i)} == {`quota: cannot reserve for Pod "p1": metadata.uid is empty (the API server sets it before validating admission)`}
+}
+
+test_configuration_error_denies_without_reserving if {
+	# echo would report a reservation; only the configuration error may appear.
+	{v.msg | some v in quotalib.violations(1, 1)} == {`quota: cannot find the Organization of namespace "team-a": it has no label "resourcemanager.miloapis.com/organization"`} with input as inp(create.review, by_org)
+		with data.inventory as inventory("team-a", {})
+		with quota.reserve as echo
+}
+
+test_bad_amounts_deny if {
+	{v.msg | some v in quotalib.violations(1.5, 0)} == {`quota: cannot count Pod "p1": the amount must be a whole number, got 1.5`} with input as create
+	{v.msg | some v in quotalib.violations({"error": "parameters.amount: set path or resource"}, 0)} == {`quota: cannot count Pod "p1": parameters.amount: set path or resource`} with input as create
+}
+
+# ---------------------------------------------------------------------------
+# Amounts (real quota.quantity)
+
+deployment(replicas, containers) := {
+	"apiVersion": "apps/v1",
+	"kind": "Deployment",
+	"metadata": {"name": "web", "namespace": "team-a", "uid": "uid-d"},
+	"spec": {"replicas": replicas, "template": {"spec": {"containers": containers}}},
+}
+
+cpu(req) := {"name": "c", "resources": {"requests": {"cpu": req}, "limits": {"cpu": "4"}}}
+
+amount_of(o, spec) := n if {
+	n := quotalib.object_amount(o) with input as {"parameters": {"amount": spec}}
+}
+
+test_amount_replicas_times_container_requests if {
+	spec := {"resource": "cpu", "replicasPath": ["spec", "replicas"], "unit": "m"}
+	amount_of(deployment(3, [cpu("500m"), cpu("250m")]), spec) == 2250
+}
+
+test_amount_from_limits if {
+	amount_of(deployment(2, [cpu("500m")]), {"resource": "cpu", "from": "limits", "unit": ""}) == 4
+}
+
+test_amount_absent_replicas_count_one_and_missing_requests_zero if {
+	d := json.remove(deployment(3, [cpu("1"), {"name": "sidecar"}]), ["spec/replicas"])
+	amount_of(d, {"resource": "cpu", "replicasPath": ["spec", "replicas"], "unit": "m"}) == 1000
+}
+
+test_amount_from_a_path_in_binary_units if {
+	pvc := {"kind": "PersistentVolumeClaim", "spec": {"resources": {"requests": {"storage": "1536Mi"}}}}
+	amount_of(pvc, {"path": ["spec", "resources", "requests", "storage"], "unit": "Gi"}) == 2
+	amount_of(pvc, {"path": ["spec", "resources", "requests", "storage"], "unit": ""}) == 1610612736
+	amount_of({"kind": "PersistentVolumeClaim"}, {"path": ["spec", "storage"], "unit": ""}) == 0
+}
+
+test_amount_of_a_pod_and_a_cronjob if {
+	p := {"kind": "Pod", "spec": {"containers": [cpu("100m")]}}
+	amount_of(p, {"resource": "cpu", "unit": "m"}) == 100
+	cj := {"kind": "CronJob", "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": [cpu("2")]}}}}}}
+	amount_of(cj, {"resource": "cpu", "unit": "m"}) == 2000
+}
+
+test_amount_bad_specifications_are_errors if {
+	amount_of(deployment(3, []), {"unit": "m"}) == {"error": "parameters.amount: set path or resource"}
+	amount_of(deployment("three", []), {"resource": "cpu", "replicasPath": ["spec", "replicas"]}) == {"error": `replicas at ["spec", "replicas"]: must be a whole number, got three`}
+}
+
+# ---------------------------------------------------------------------------
+# Real builtins against the --quota ledger: Namespace real-limit may hold 2
+# pods, Namespace real-modes 1. Each test owns its namespace.
+
+real(op, request_uid, ns, uid) := msgs if {
+	vs := quotalib.violations(1, 1) with input as inp(admission(op, request_uid, pod(ns, uid, uid)), pods)
+	msgs := {v.msg | some v in vs}
+}
+
+test_real_two_allowed_then_denied_with_the_numbers if {
+	real("CREATE", "r1", "real-limit", "a") == set()
+	real("CREATE", "r2", "real-limit", "b") == set()
+	real("CREATE", "r3", "real-limit", "c") == {"quota exceeded for Namespace real-limit: requested 1 of core/pods, available 0 of 2 (allocated 0, reserved 2)"}
+}
+
+test_real_dry_run_audit_and_repeats_never_reserve if {
+	dry := object.union(admission("CREATE", "r1", pod("real-modes", "x", "x")), {"dryRun": true})
+	{v.msg | some v in quotalib.violations(1, 1)} == set() with input as inp(dry, pods)
+	{v.msg | some v in quotalib.violations(1, 1)} == set() with input as inp(audit(pod("real-modes", "y", "y")), pods)
+	real("CREATE", "r2", "real-modes", "z") == set()
+	real("CREATE", "r2", "real-modes", "z") == set()
+	real("CREATE", "r3", "real-modes", "w") == {"quota exceeded for Namespace real-modes: requested 1 of core/pods, available 0 of 1 (allocated 0, reserved 1)"}
+	{v.msg | some v in quotalib.violations(1, 1)} == {"quota exceeded for Namespace real-modes: requested 1 of core/pods, available 0 of 1 (allocated 0, reserved 1)"} with input as inp(object.union(admission("CREATE", "r4", pod("real-modes", "v", "v")), {"dryRun": true}), pods)
+}

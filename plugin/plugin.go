@@ -17,6 +17,8 @@ import (
 	"fmt"
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/controller"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -34,9 +36,12 @@ var (
 		"how long an admission reservation holds quota before it expires unless its object appears (quotakeeper)")
 )
 
-// Install registers the builtins and appends AddToManager to Gatekeeper's
-// manager functions. Call it once, from an init function.
-func Install() {
+// Install registers the builtins, adds quotakeeper's kinds to Gatekeeper's
+// scheme and appends AddToManager to Gatekeeper's manager functions. Call it
+// once, from an init function: Gatekeeper sets controllers up while its
+// manager's caches already run, so the scheme must be complete before.
+func Install(scheme *runtime.Scheme) {
+	utilruntime.Must(quotav1alpha1.AddToScheme(scheme))
 	builtins.Register()
 	controller.AddToManagerFuncs = append(controller.AddToManagerFuncs, AddToManager)
 }
@@ -45,9 +50,6 @@ func Install() {
 // Until then they halt, so admission fails closed rather than deciding
 // against limits computed from grants not yet seen.
 func AddToManager(mgr manager.Manager) error {
-	if err := quotav1alpha1.AddToScheme(mgr.GetScheme()); err != nil {
-		return err
-	}
 	l, m, err := mirror.NewLedger(mgr, *systemNamespace, ledger.WithReservationTTL(*reservationTTL))
 	if err != nil {
 		return fmt.Errorf("quotakeeper ledger: %w", err)

@@ -10,4 +10,6 @@ package main
 
 import "github.com/quotakeeper/quotakeeper/plugin"
 
-func init() { plugin.Install() }
+// scheme is Gatekeeper's own (main.go); our kinds join it here, before its
+// manager exists, because adding types once informers run is a data race.
+func init() { plugin.Install(scheme) }

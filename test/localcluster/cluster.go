@@ -73,7 +73,7 @@ type Cluster struct {
 }
 
 // Start brings the cluster up. On error, everything started is stopped.
-func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.GatekeeperReplicas < 1 {
 		opts.GatekeeperReplicas = 1
 	}
@@ -88,7 +88,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := quotav1alpha1.AddToScheme(scheme.Scheme); err != nil {
 		return nil, err
 	}
-	c = &Cluster{opts: opts}
+	c := &Cluster{opts: opts}
 	c.env = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(testenv.RepoRoot(), "config", "crd"), gkCRDs},
@@ -98,24 +98,28 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if c.Config, err = c.env.Start(); err != nil {
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			c.Stop()
-			c = nil
-		}
-	}()
-	c.Config.QPS, c.Config.Burst = 1000, 2000
-	if c.Client, err = client.New(c.Config, client.Options{Scheme: scheme.Scheme}); err != nil {
+	if err := c.start(ctx); err != nil {
+		c.Stop()
 		return nil, err
 	}
+	return c, nil
+}
+
+// start runs everything after the control plane.
+func (c *Cluster) start(ctx context.Context) error {
+	var err error
+	c.Config.QPS, c.Config.Burst = 1000, 2000
+	if c.Client, err = client.New(c.Config, client.Options{Scheme: scheme.Scheme}); err != nil {
+		return err
+	}
 	if c.Kubeconfig, err = c.writeKubeconfig(); err != nil {
-		return nil, err
+		return err
 	}
 	for _, ns := range []string{GatekeeperNamespace, kubestore.DefaultSystemNamespace} {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
 			Labels: map[string]string{"admission.gatekeeper.sh/ignore": "no-self-managing"}}}
 		if err := c.Client.Create(ctx, obj); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	// One serving certificate for 127.0.0.1 from a CA of our own, shared by
@@ -124,24 +128,24 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	// picks, with the same certificate; config/webhook's configurations are
 	// rewritten to that URL.
 	c.webhooks = envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
-	if opts.Manager != "" {
+	if c.opts.Manager != "" {
 		c.webhooks.Paths = []string{filepath.Join(testenv.RepoRoot(), "config", "webhook")}
 	}
 	if err := c.webhooks.PrepWithoutInstalling(); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.startControllerManager(ctx, assets); err != nil {
-		return nil, err
+	if err := c.startControllerManager(ctx, c.env.BinaryAssetsDirectory); err != nil {
+		return err
 	}
 	if err := c.startGatekeepers(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	if opts.Manager != "" {
+	if c.opts.Manager != "" {
 		if err := c.startManager(ctx); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // Stop ends every process and the control plane.
@@ -247,6 +251,11 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 		ports[j] = port
 	}
 	webhook, health, metrics, prom := ports[0], ports[1], ports[2], ports[3]
+	// Audit lists resources into this directory; each replica needs its own.
+	auditDir := filepath.Join(c.opts.Dir, name+"-audit")
+	if err := os.MkdirAll(auditDir, 0o755); err != nil {
+		return nil, "", err
+	}
 	return &Process{
 		Name: name,
 		Path: c.opts.Gatekeeper,
@@ -262,6 +271,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 			"--enable-k8s-native-validation=false",
 			"--log-denies",
 			"--audit-interval=5",
+			"--api-cache-dir=" + auditDir,
 		}, c.ttlArg("--quota-reservation-ttl")...),
 		Env:     []string{"POD_NAMESPACE=" + GatekeeperNamespace, "POD_NAME=" + name},
 		LogPath: filepath.Join(c.opts.Dir, name+".log"),

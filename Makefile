@@ -16,7 +16,7 @@ export KUBEBUILDER_ASSETS := $(ASSETS)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build generate verify vet test unit bench testbin gatekeeper manager run clean help
+.PHONY: all build generate verify vet test unit bench testbin gatekeeper manager e2e run clean help
 
 all: build
 
@@ -26,17 +26,23 @@ help: ## Show the targets.
 build: ## Compile every package.
 	go build ./...
 
-generate: ## Regenerate deepcopy code and CRDs from the kubebuilder markers in api/.
+QUOTACTL := go run ./cmd/quotactl
+
+generate: ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates and the Rego capabilities file.
 	go tool controller-gen object paths=./api/...
 	go tool controller-gen crd paths=./api/... output:crd:dir=config/crd
 	go tool controller-gen rbac:roleName=quotakeeper-manager webhook paths=./controllers/... paths=./webhooks/... paths=./cmd/quotakeeper-manager/... output:rbac:dir=config/rbac output:webhook:dir=config/webhook
+	$(QUOTACTL) generate
+	$(QUOTACTL) capabilities > rego/capabilities.json
 
 verify: generate ## Fail when generated files are stale, code is unformatted or vet complains.
-	@changed=$$(git status --porcelain -- api config); \
+	@changed=$$(git status --porcelain -- api config rego templates); \
 	if [ -n "$$changed" ]; then echo "generated files are stale; run 'make generate' and commit:"; echo "$$changed"; git diff --stat -- api config; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go vet ./...
+	$(QUOTACTL) opa fmt --list --fail rego/
+	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/
 
 testbin: $(ASSETS)/kube-apiserver $(ASSETS)/etcd $(ASSETS)/kube-controller-manager ## Build kube-apiserver, kube-controller-manager and etcd from Go module sources (cached in bin/).
 
@@ -85,8 +91,13 @@ $(GATEKEEPER): go.mod go.sum $(shell find plugin builtins ledger mirror api hack
 unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
 
-test: verify testbin gatekeeper manager ## Everything CI runs: verify, then unit, envtest and end-to-end suites with the race detector.
+test: verify testbin gatekeeper manager ## Everything CI runs: verify, Rego tests, template suites, then unit, envtest and end-to-end suites with the race detector.
+	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
+	$(QUOTACTL) verify templates/
 	go test $(GO_TEST_FLAGS) ./...
+
+e2e: testbin gatekeeper manager ## End-to-end tests only: Gatekeeper replicas, the manager and a real control plane.
+	go test $(GO_TEST_FLAGS) -v ./test/e2e/
 
 # Benchmarks that talk to an apiserver run a fixed count: their b.N would
 # otherwise grow until each takes a second of a write-bound loop.

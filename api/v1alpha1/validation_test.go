@@ -197,7 +197,9 @@ func TestRegistrationImmutableFields(t *testing.T) {
 		mutate func(*quotav1alpha1.ResourceRegistration)
 	}{
 		{"spec.type", func(r *quotav1alpha1.ResourceRegistration) { r.Spec.Type = quotav1alpha1.RegistrationTypeAllocation }},
-		{"spec.resourceType", func(r *quotav1alpha1.ResourceRegistration) { r.Spec.ResourceType = "resourcemanager.miloapis.com/other" }},
+		{"spec.resourceType", func(r *quotav1alpha1.ResourceRegistration) {
+			r.Spec.ResourceType = "resourcemanager.miloapis.com/other"
+		}},
 		{"spec.consumerTypeRef", func(r *quotav1alpha1.ResourceRegistration) { r.Spec.ConsumerTypeRef.Kind = "Project" }},
 	}
 	for _, tc := range cases {

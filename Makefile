@@ -104,7 +104,7 @@ e2e: testbin gatekeeper manager ## End-to-end tests only: Gatekeeper replicas, t
 KUBE_BENCHTIME ?= 300x
 
 bench: testbin ## Benchmarks and load figures (ratios against baselines measured in the same run).
-	go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v -e /ledger/kubestore)
+	go test -run '^$$' -bench . -benchmem ./ledger/ ./rego/
 	go test -run '^$$' -bench . -benchtime $(KUBE_BENCHTIME) ./ledger/kubestore/
 
 MANAGER := $(BIN)/quotakeeper-manager

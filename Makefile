@@ -40,6 +40,7 @@ verify: generate ## Fail when generated files are stale, code is unformatted or 
 	if [ -n "$$changed" ]; then echo "generated files are stale; run 'make generate' and commit:"; echo "$$changed"; git diff --stat -- api config; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	go mod tidy -diff
 	go vet ./...
 	$(QUOTACTL) opa fmt --list --fail rego/
 	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/

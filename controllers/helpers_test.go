@@ -180,8 +180,13 @@ func waitDecided(t *testing.T, claim *quotav1alpha1.ResourceClaim) *quotav1alpha
 	return claim
 }
 
+// grantedCondition is the claim's Granted condition; a claim not decided yet
+// has none, which reads as a zero condition (status "").
 func grantedCondition(claim *quotav1alpha1.ResourceClaim) metav1.Condition {
-	return *meta.FindStatusCondition(claim.Status.Conditions, quotav1alpha1.ConditionGranted)
+	if c := meta.FindStatusCondition(claim.Status.Conditions, quotav1alpha1.ConditionGranted); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
 }
 
 type usage struct{ limit, allocated, reserved, available int64 }

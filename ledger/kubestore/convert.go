@@ -3,6 +3,7 @@ package kubestore
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -119,7 +120,6 @@ func writeStatus(obj *quotav1alpha1.AllowanceBucket, b ledger.Bucket, now metav1
 func splitGrantID(id string) (namespace, name string, index int32) {
 	namespace, rest, _ := strings.Cut(id, "/")
 	name, idx, _ := strings.Cut(rest, "#")
-	var i int
-	fmt.Sscanf(idx, "%d", &i)
+	i, _ := strconv.ParseInt(idx, 10, 32) // ledger.GrantID always writes one
 	return namespace, name, int32(i)
 }

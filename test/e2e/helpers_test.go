@@ -81,7 +81,7 @@ func registration(t *testing.T, resourceType string, typ quotav1alpha1.Registrat
 // live in, and waits until the grant is Active.
 func grant(t *testing.T, name string, consumer quotav1alpha1.ConsumerRef, resourceType string, amount int64) {
 	t.Helper()
-	ns := kubestore.BucketNamespace(ledger.Consumer{APIGroup: consumer.APIGroup, Kind: consumer.Kind, Name: consumer.Name, Namespace: consumer.Namespace}, kubestore.DefaultSystemNamespace)
+	ns := kubestore.BucketNamespace(kubestore.Consumer(consumer), kubestore.DefaultSystemNamespace)
 	g := &quotav1alpha1.ResourceGrant{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: quotav1alpha1.ResourceGrantSpec{
@@ -186,7 +186,7 @@ func mustDeny(t *testing.T, namespace, name string, wantInMessage ...string) {
 // bucket reads the status of the bucket of consumer and resourceType.
 func bucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string) quotav1alpha1.AllowanceBucketStatus {
 	t.Helper()
-	key := ledger.NewBucketKey(ledger.Consumer{APIGroup: consumer.APIGroup, Kind: consumer.Kind, Name: consumer.Name, Namespace: consumer.Namespace}, resourceType, nil)
+	key := ledger.NewBucketKey(kubestore.Consumer(consumer), resourceType, nil)
 	obj := &quotav1alpha1.AllowanceBucket{}
 	err := cluster.Client.Get(context.Background(), client.ObjectKey{
 		Namespace: kubestore.BucketNamespace(key.Consumer, kubestore.DefaultSystemNamespace), Name: key.Name()}, obj)

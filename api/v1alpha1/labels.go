@@ -30,7 +30,7 @@ func ConsumerLabelKey(apiGroup, kind string) string {
 // labels belongs to the consumer: it is the consumer (kind Namespace in the
 // core group), or it carries the consumer's label with the consumer's name.
 func NamespaceBelongsTo(namespace string, labels map[string]string, c ConsumerRef) bool {
-	if c.APIGroup == "" && c.Kind == "Namespace" {
+	if c.IsNamespace() {
 		return c.Name == namespace
 	}
 	return labels[ConsumerLabelKey(c.APIGroup, c.Kind)] == c.Name

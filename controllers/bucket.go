@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 	"github.com/quotakeeper/quotakeeper/mirror"
 )
 
@@ -47,7 +47,7 @@ func (r *bucketReconciler) setup(mgr ctrl.Manager) error {
 		Named("bucket").
 		Watches(&quotav1alpha1.AllowanceBucket{}, handler.TypedEnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []bucketRequest {
-				return []bucketRequest{{Key: kubestore.KeyOf(o.(*quotav1alpha1.AllowanceBucket))}}
+				return []bucketRequest{{Key: ledgerconv.KeyOf(o.(*quotav1alpha1.AllowanceBucket))}}
 			})).
 		Watches(&quotav1alpha1.ResourceClaim{}, handler.TypedEnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []bucketRequest {
@@ -74,7 +74,7 @@ func (r *bucketReconciler) Reconcile(ctx context.Context, req bucketRequest) (re
 		return reconcile.Result{}, err
 	}
 	for i := range buckets.Items {
-		keys = append(keys, kubestore.KeyOf(&buckets.Items[i]))
+		keys = append(keys, ledgerconv.KeyOf(&buckets.Items[i]))
 	}
 	var errs []error
 	done := map[ledger.BucketKey]bool{}
@@ -89,7 +89,7 @@ func (r *bucketReconciler) Reconcile(ctx context.Context, req bucketRequest) (re
 
 func (r *bucketReconciler) reconcileBucket(ctx context.Context, key ledger.BucketKey) error {
 	obj := &quotav1alpha1.AllowanceBucket{}
-	err := r.client.Get(ctx, client.ObjectKey{Namespace: kubestore.BucketNamespace(key.Consumer, r.systemNamespace), Name: key.Name()}, obj)
+	err := r.client.Get(ctx, client.ObjectKey{Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(key.Consumer), r.systemNamespace), Name: key.Name()}, obj)
 	switch {
 	case apierrors.IsNotFound(err):
 		obj = nil

@@ -2,8 +2,8 @@ package controllers
 
 import (
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 )
 
@@ -23,11 +23,11 @@ func ClaimID(c *quotav1alpha1.ResourceClaim) string {
 func LedgerClaim(c *quotav1alpha1.ResourceClaim) ledger.Claim {
 	out := ledger.Claim{ID: ClaimID(c)}
 	if ref := c.Spec.ResourceRef; ref != nil {
-		out.Object = ledger.ObjectRef{APIGroup: ref.APIGroup, Kind: ref.Kind, Namespace: ref.Namespace, Name: ref.Name, UID: ref.UID}
+		out.Object = ledgerconv.Object(*ref)
 	} else {
 		out.Object = ledger.ObjectRef{APIGroup: quotav1alpha1.GroupVersion.Group, Kind: "ResourceClaim", Namespace: c.Namespace, Name: c.Name, UID: string(c.UID)}
 	}
-	consumer := kubestore.Consumer(c.Spec.ConsumerRef)
+	consumer := ledgerconv.Consumer(c.Spec.ConsumerRef)
 	for _, r := range c.Spec.Requests {
 		out.Requests = append(out.Requests, ledger.Request{Consumer: consumer, ResourceType: r.ResourceType, Amount: r.Amount, Dimensions: r.Dimensions})
 	}
@@ -36,7 +36,7 @@ func LedgerClaim(c *quotav1alpha1.ResourceClaim) ledger.Claim {
 
 // claimBucketKeys are the buckets a claim draws on, one per request.
 func claimBucketKeys(c *quotav1alpha1.ResourceClaim) []ledger.BucketKey {
-	consumer := kubestore.Consumer(c.Spec.ConsumerRef)
+	consumer := ledgerconv.Consumer(c.Spec.ConsumerRef)
 	out := make([]ledger.BucketKey, len(c.Spec.Requests))
 	for i, r := range c.Spec.Requests {
 		out[i] = ledger.NewBucketKey(consumer, r.ResourceType, r.Dimensions)

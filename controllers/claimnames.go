@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
 // heldReservation is one reservation and the bucket holding it.
@@ -78,7 +78,7 @@ func (g realizationClaim) name(obj quotav1alpha1.ObjectRef) string {
 
 // spec is the claim's spec: the reservations as requests.
 func (g realizationClaim) spec(obj quotav1alpha1.ObjectRef) quotav1alpha1.ResourceClaimSpec {
-	spec := quotav1alpha1.ResourceClaimSpec{ConsumerRef: kubestore.ConsumerRef(g.consumer), ResourceRef: &obj}
+	spec := quotav1alpha1.ResourceClaimSpec{ConsumerRef: ledgerconv.ConsumerRef(g.consumer), ResourceRef: &obj}
 	for _, h := range g.held {
 		req := quotav1alpha1.ResourceRequest{ResourceType: h.key.ResourceType, Amount: h.reservation.Amount}
 		if dims := h.key.DimensionSet(); len(dims) > 0 {

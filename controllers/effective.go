@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
 // +kubebuilder:rbac:groups=quota.miloapis.com,resources=effectiveresourcegrants,verbs=get;list;watch;create;update;patch;delete
@@ -51,12 +51,12 @@ func (r *effectiveReconciler) setup(mgr ctrl.Manager) error {
 		Watches(&quotav1alpha1.AllowanceBucket{}, handler.TypedEnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []pair {
 				b := o.(*quotav1alpha1.AllowanceBucket)
-				return []pair{{kubestore.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType}}
+				return []pair{{ledgerconv.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType}}
 			})).
 		Watches(&quotav1alpha1.EffectiveResourceGrant{}, handler.TypedEnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []pair {
 				e := o.(*quotav1alpha1.EffectiveResourceGrant)
-				return []pair{{kubestore.Consumer(e.Spec.ConsumerRef), e.Spec.ResourceType}}
+				return []pair{{ledgerconv.Consumer(e.Spec.ConsumerRef), e.Spec.ResourceType}}
 			})).
 		Watches(&corev1.Namespace{}, handler.TypedEnqueueRequestsFromMapFunc(r.pairsOfNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
@@ -74,7 +74,7 @@ func (r *effectiveReconciler) pairsOfNamespace(ctx context.Context, o client.Obj
 	}
 	for _, b := range buckets.Items {
 		if belongs(ns, b.Spec.ConsumerRef) {
-			seen[pair{kubestore.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType}] = true
+			seen[pair{ledgerconv.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType}] = true
 		}
 	}
 	var ergs quotav1alpha1.EffectiveResourceGrantList
@@ -82,7 +82,7 @@ func (r *effectiveReconciler) pairsOfNamespace(ctx context.Context, o client.Obj
 		log.FromContext(ctx).Error(err, "list effective grants of namespace", "namespace", ns.Name)
 	}
 	for _, e := range ergs.Items {
-		seen[pair{kubestore.Consumer(e.Spec.ConsumerRef), e.Spec.ResourceType}] = true
+		seen[pair{ledgerconv.Consumer(e.Spec.ConsumerRef), e.Spec.ResourceType}] = true
 	}
 	out := make([]pair, 0, len(seen))
 	for p := range seen {
@@ -110,7 +110,7 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 	targets := map[string]bool{}
 	if len(buckets.Items) > 0 {
 		var err error
-		if targets, err = r.namespacesOf(ctx, kubestore.ConsumerRef(p.Consumer)); err != nil {
+		if targets, err = r.namespacesOf(ctx, ledgerconv.ConsumerRef(p.Consumer)); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -128,7 +128,7 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 	for _, ns := range slices.Sorted(maps.Keys(targets)) {
 		e := &quotav1alpha1.EffectiveResourceGrant{}
 		e.Namespace, e.Name = ns, effectiveName(p)
-		e.Spec = quotav1alpha1.EffectiveResourceGrantSpec{ConsumerRef: kubestore.ConsumerRef(p.Consumer), ResourceType: p.ResourceType}
+		e.Spec = quotav1alpha1.EffectiveResourceGrantSpec{ConsumerRef: ledgerconv.ConsumerRef(p.Consumer), ResourceType: p.ResourceType}
 		if err := r.client.Create(ctx, e); err != nil {
 			if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) { // forbidden: namespace terminating
 				errs = append(errs, err)
@@ -172,7 +172,7 @@ func (r *effectiveReconciler) namespacesOf(ctx context.Context, c quotav1alpha1.
 }
 
 func namespaceConsumerName(c quotav1alpha1.ConsumerRef) string {
-	if c.APIGroup == "" && c.Kind == "Namespace" {
+	if c.IsNamespace() {
 		return c.Name
 	}
 	return ""

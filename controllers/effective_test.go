@@ -9,9 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
 // effectiveGrants lists the effective grants of a consumer and resource
@@ -23,7 +23,7 @@ func effectiveGrants(c ledger.Consumer, rt string) (map[string]quotav1alpha1.Eff
 	}
 	out := map[string]quotav1alpha1.EffectiveResourceGrant{}
 	for _, e := range list.Items {
-		if e.Spec.ConsumerRef == kubestore.ConsumerRef(c) && e.Spec.ResourceType == rt {
+		if e.Spec.ConsumerRef == ledgerconv.ConsumerRef(c) && e.Spec.ResourceType == rt {
 			out[e.Namespace] = e
 		}
 	}

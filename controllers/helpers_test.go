@@ -15,10 +15,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/controllers"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
 // settle bounds how long the controllers may take to converge. Everything
@@ -95,8 +95,8 @@ func selected(rt string, amount int64, sel *metav1.LabelSelector) quotav1alpha1.
 
 func grantObject(name string, c ledger.Consumer, allowances ...quotav1alpha1.Allowance) *quotav1alpha1.ResourceGrant {
 	return &quotav1alpha1.ResourceGrant{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: kubestore.BucketNamespace(c, sysNS)},
-		Spec:       quotav1alpha1.ResourceGrantSpec{ConsumerRef: kubestore.ConsumerRef(c), Allowances: allowances},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(c), sysNS)},
+		Spec:       quotav1alpha1.ResourceGrantSpec{ConsumerRef: ledgerconv.ConsumerRef(c), Allowances: allowances},
 	}
 }
 
@@ -150,7 +150,7 @@ func req(rt string, amount int64, dims map[string]string) quotav1alpha1.Resource
 func claimObject(ns, name string, c ledger.Consumer, reqs ...quotav1alpha1.ResourceRequest) *quotav1alpha1.ResourceClaim {
 	return &quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       quotav1alpha1.ResourceClaimSpec{ConsumerRef: kubestore.ConsumerRef(c), Requests: reqs},
+		Spec:       quotav1alpha1.ResourceClaimSpec{ConsumerRef: ledgerconv.ConsumerRef(c), Requests: reqs},
 	}
 }
 
@@ -201,7 +201,7 @@ func bucketKey(c ledger.Consumer, rt string, dims map[string]string) ledger.Buck
 
 func getBucket(key ledger.BucketKey) (*quotav1alpha1.AllowanceBucket, error) {
 	b := &quotav1alpha1.AllowanceBucket{}
-	err := k8s.Get(ctx, client.ObjectKey{Namespace: kubestore.BucketNamespace(key.Consumer, sysNS), Name: key.Name()}, b)
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(key.Consumer), sysNS), Name: key.Name()}, b)
 	return b, err
 }
 
@@ -267,7 +267,7 @@ func requireAgreement(t *testing.T, consumers ...ledger.Consumer) {
 	checked := 0
 	for i := range buckets.Items {
 		b := &buckets.Items[i]
-		key := kubestore.KeyOf(b)
+		key := ledgerconv.KeyOf(b)
 		if !slices.Contains(consumers, key.Consumer) {
 			continue
 		}

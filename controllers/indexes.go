@@ -6,9 +6,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
 // Cache indexes. Every lookup a reconciler makes by something other than
@@ -52,7 +52,7 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	}{
 		{&quotav1alpha1.AllowanceBucket{}, indexBucketPair, func(o client.Object) []string {
 			b := o.(*quotav1alpha1.AllowanceBucket)
-			return []string{pairKey(kubestore.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType)}
+			return []string{pairKey(ledgerconv.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType)}
 		}},
 		{&quotav1alpha1.AllowanceBucket{}, indexBucketSubject, func(o client.Object) []string {
 			var out []string
@@ -77,7 +77,7 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		}},
 		{&quotav1alpha1.EffectiveResourceGrant{}, indexEffectivePair, func(o client.Object) []string {
 			e := o.(*quotav1alpha1.EffectiveResourceGrant)
-			return []string{pairKey(kubestore.Consumer(e.Spec.ConsumerRef), e.Spec.ResourceType)}
+			return []string{pairKey(ledgerconv.Consumer(e.Spec.ConsumerRef), e.Spec.ResourceType)}
 		}},
 	}
 	for _, ix := range indexes {

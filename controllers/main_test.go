@@ -25,9 +25,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/controllers"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 	"github.com/quotakeeper/quotakeeper/mirror"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 	"github.com/quotakeeper/quotakeeper/webhooks"
@@ -48,7 +48,7 @@ var (
 )
 
 const (
-	sysNS = kubestore.DefaultSystemNamespace
+	sysNS = quotav1alpha1.DefaultSystemNamespace
 	// reservationTTL is the admission side's TTL: short, so expiry is
 	// observable in a test.
 	reservationTTL = 2 * time.Second

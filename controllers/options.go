@@ -3,14 +3,14 @@ package controllers
 import (
 	"time"
 
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
 // Options configure the controllers.
 type Options struct {
 	// SystemNamespace holds the buckets and grants of consumers that are
-	// neither a namespace nor inside one. Default kubestore.DefaultSystemNamespace.
+	// neither a namespace nor inside one. Default v1alpha1.DefaultSystemNamespace.
 	SystemNamespace string
 	// ReservationTTL is the lifetime of reservations this process makes
 	// through its ledger. The controllers make none: reservations are made
@@ -30,7 +30,7 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.SystemNamespace == "" {
-		o.SystemNamespace = kubestore.DefaultSystemNamespace
+		o.SystemNamespace = quotav1alpha1.DefaultSystemNamespace
 	}
 	if o.ReservationTTL <= 0 {
 		o.ReservationTTL = ledger.DefaultReservationTTL

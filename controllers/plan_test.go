@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
 // These tests cover the pure parts of the controllers: what they decide
@@ -26,7 +26,7 @@ const rtProjects = "resourcemanager.miloapis.com/projects"
 func planClaim(uid string, amount int64, state string, mods ...func(*quotav1alpha1.ResourceClaim)) quotav1alpha1.ResourceClaim {
 	c := quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "team", UID: types.UID(uid), Generation: 1},
-		Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: kubestore.ConsumerRef(acme),
+		Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: ledgerconv.ConsumerRef(acme),
 			Requests: []quotav1alpha1.ResourceRequest{{ResourceType: rtProjects, Amount: amount}}},
 	}
 	switch state {

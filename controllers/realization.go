@@ -25,9 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 	"github.com/quotakeeper/quotakeeper/mirror"
 )
 
@@ -119,7 +119,7 @@ func (r *realizationReconciler) Reconcile(ctx context.Context, subject string) (
 	for i := range buckets.Items {
 		for _, res := range buckets.Items[i].Status.Reservations {
 			if reservationSubject(res) == subject {
-				held = append(held, heldReservation{key: kubestore.KeyOf(&buckets.Items[i]), reservation: res})
+				held = append(held, heldReservation{key: ledgerconv.KeyOf(&buckets.Items[i]), reservation: res})
 			}
 		}
 	}
@@ -202,7 +202,7 @@ func (r *realizationReconciler) ensureClaims(ctx context.Context, obj quotav1alp
 		claim.Name = g.name(obj)
 		claim.Namespace = obj.Namespace
 		if !namespaced {
-			claim.Namespace = kubestore.BucketNamespace(g.consumer, r.systemNamespace)
+			claim.Namespace = quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(g.consumer), r.systemNamespace)
 		}
 		err := r.client.Get(ctx, client.ObjectKeyFromObject(claim), claim)
 		if err == nil {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
@@ -40,12 +41,7 @@ func FromResourceGrant(g *v1alpha1.ResourceGrant) ([]ledger.Grant, error) {
 	if len(g.Spec.Allowances) == 0 {
 		errs = append(errs, field.Required(spec.Child("allowances"), ""))
 	}
-	consumer := ledger.Consumer{
-		APIGroup:  g.Spec.ConsumerRef.APIGroup,
-		Kind:      g.Spec.ConsumerRef.Kind,
-		Name:      g.Spec.ConsumerRef.Name,
-		Namespace: g.Spec.ConsumerRef.Namespace,
-	}
+	consumer := ledgerconv.Consumer(g.Spec.ConsumerRef)
 	var out []ledger.Grant
 	for i, a := range g.Spec.Allowances {
 		aPath := spec.Child("allowances").Index(i)

@@ -24,13 +24,12 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 	"github.com/quotakeeper/quotakeeper/mirror"
 )
 
 // Flags join Gatekeeper's own command line (it parses the standard flag set).
 var (
-	systemNamespace = flag.String("quota-system-namespace", kubestore.DefaultSystemNamespace,
+	systemNamespace = flag.String("quota-system-namespace", quotav1alpha1.DefaultSystemNamespace,
 		"namespace holding the AllowanceBuckets of consumers that are not namespaces (quotakeeper)")
 	reservationTTL = flag.Duration("quota-reservation-ttl", ledger.DefaultReservationTTL,
 		"how long an admission reservation holds quota before it expires unless its object appears (quotakeeper)")

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
 // Verdict is the outcome of judging a grant or claim against the
@@ -48,7 +47,7 @@ func ValidateRegistration(r *quotav1alpha1.ResourceRegistration) field.ErrorList
 func ValidateGrant(g *quotav1alpha1.ResourceGrant, cat *Catalog, systemNamespace string) Verdict {
 	var v Verdict
 	consumer := g.Spec.ConsumerRef
-	if want := kubestore.BucketNamespace(kubestore.Consumer(consumer), systemNamespace); g.Namespace != want {
+	if want := quotav1alpha1.BucketNamespace(consumer, systemNamespace); g.Namespace != want {
 		v.Errors = append(v.Errors, field.Invalid(field.NewPath("metadata", "namespace"), g.Namespace,
 			fmt.Sprintf("grants for %s live in namespace %q, with its buckets", consumerString(consumer), want)))
 	}
@@ -145,7 +144,7 @@ func membership(namespace string, ns *corev1.Namespace, consumer quotav1alpha1.C
 		labels = ns.Labels
 	}
 	if quotav1alpha1.NamespaceBelongsTo(namespace, labels, consumer) ||
-		kubestore.BucketNamespace(kubestore.Consumer(consumer), systemNamespace) == namespace {
+		quotav1alpha1.BucketNamespace(consumer, systemNamespace) == namespace {
 		return ""
 	}
 	if consumer.APIGroup == "" && consumer.Kind == "Namespace" {

@@ -16,7 +16,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
 // Options configure the webhooks.
@@ -33,7 +32,7 @@ type Options struct {
 // kubebuilder markers, from which config/webhook is generated.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.SystemNamespace == "" {
-		opts.SystemNamespace = kubestore.DefaultSystemNamespace
+		opts.SystemNamespace = quotav1alpha1.DefaultSystemNamespace
 	}
 	reader := mgr.GetClient()
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ResourceRegistration{}).

@@ -25,7 +25,6 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/controllers"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 	"github.com/quotakeeper/quotakeeper/webhooks"
 )
 
@@ -63,7 +62,7 @@ func parseFlags() flags {
 	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader, so only one replica runs the controllers (webhooks are served by every replica).")
 	flag.StringVar(&f.leaderElectionID, "leader-election-id", "quotakeeper-manager.quota.miloapis.com", "Name of the leader-election lease.")
 	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election lease; default the manager's own namespace (in-cluster).")
-	flag.StringVar(&f.systemNamespace, "system-namespace", kubestore.DefaultSystemNamespace, "Namespace of the buckets and grants of consumers that are neither a namespace nor inside one.")
+	flag.StringVar(&f.systemNamespace, "system-namespace", quotav1alpha1.DefaultSystemNamespace, "Namespace of the buckets and grants of consumers that are neither a namespace nor inside one.")
 	flag.DurationVar(&f.reservationTTL, "reservation-ttl", ledger.DefaultReservationTTL, "Lifetime of reservations made through this process's ledger. Reservations made at admission carry their own expiry; keep this equal to the Gatekeeper plugin's.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook serving certificate (tls.crt, tls.key).")

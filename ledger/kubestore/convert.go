@@ -9,24 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
-
-// ConsumerRef converts a ledger consumer to its API form.
-func ConsumerRef(c ledger.Consumer) quotav1alpha1.ConsumerRef {
-	return quotav1alpha1.ConsumerRef{APIGroup: c.APIGroup, Kind: c.Kind, Name: c.Name, Namespace: c.Namespace}
-}
-
-// Consumer converts an API consumer reference to the ledger's form.
-func Consumer(r quotav1alpha1.ConsumerRef) ledger.Consumer {
-	return ledger.Consumer{APIGroup: r.APIGroup, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace}
-}
-
-// KeyOf is the ledger key of a bucket object.
-func KeyOf(obj *quotav1alpha1.AllowanceBucket) ledger.BucketKey {
-	return ledger.NewBucketKey(Consumer(obj.Spec.ConsumerRef), obj.Spec.ResourceType, obj.Spec.Dimensions)
-}
 
 // toBucket reads the ledger's state out of a bucket object's status.
 func toBucket(key ledger.BucketKey, obj *quotav1alpha1.AllowanceBucket) ledger.Bucket {
@@ -53,9 +39,8 @@ func toBucket(key ledger.BucketKey, obj *quotav1alpha1.AllowanceBucket) ledger.B
 		b.Reservations = make(map[string]ledger.Reservation, len(st.Reservations))
 		for _, r := range st.Reservations {
 			b.Reservations[r.ID] = ledger.Reservation{
-				ClaimID: r.ID,
-				Object: ledger.ObjectRef{APIGroup: r.Object.APIGroup, Kind: r.Object.Kind,
-					Namespace: r.Object.Namespace, Name: r.Object.Name, UID: r.Object.UID},
+				ClaimID:   r.ID,
+				Object:    ledgerconv.Object(r.Object),
 				Amount:    r.Amount,
 				ExpiresAt: r.ExpiresAt.Time,
 			}
@@ -94,9 +79,8 @@ func writeStatus(obj *quotav1alpha1.AllowanceBucket, b ledger.Bucket, now metav1
 	st.Reservations = st.Reservations[:0]
 	for id, r := range b.Reservations {
 		st.Reservations = append(st.Reservations, quotav1alpha1.Reservation{
-			ID: id,
-			Object: quotav1alpha1.ObjectRef{APIGroup: r.Object.APIGroup, Kind: r.Object.Kind,
-				Namespace: r.Object.Namespace, Name: r.Object.Name, UID: r.Object.UID},
+			ID:        id,
+			Object:    ledgerconv.ObjectRef(r.Object),
 			Amount:    r.Amount,
 			ExpiresAt: metav1.NewMicroTime(r.ExpiresAt),
 		})

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kubestore.DefaultSystemNamespace}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: quotav1alpha1.DefaultSystemNamespace}}
 	if err := env.Client.Create(context.Background(), ns); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

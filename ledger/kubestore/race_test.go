@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
@@ -26,7 +27,7 @@ func watchLimits(t *testing.T, ctx context.Context, consumers map[ledger.Consume
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := wc.Watch(ctx, &quotav1alpha1.AllowanceBucketList{}, client.InNamespace(kubestore.DefaultSystemNamespace))
+	w, err := wc.Watch(ctx, &quotav1alpha1.AllowanceBucketList{}, client.InNamespace(quotav1alpha1.DefaultSystemNamespace))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func watchLimits(t *testing.T, ctx context.Context, consumers map[ledger.Consume
 			if !ok || ev.Type == watch.Deleted {
 				continue
 			}
-			if _, ours := consumers[kubestore.Consumer(b.Spec.ConsumerRef)]; !ours {
+			if _, ours := consumers[ledgerconv.Consumer(b.Spec.ConsumerRef)]; !ours {
 				continue // other tests' buckets share the namespace
 			}
 			versions++

@@ -28,13 +28,10 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
-
-// DefaultSystemNamespace holds the buckets of consumers that are neither a
-// namespace nor inside one (an Organization, say).
-const DefaultSystemNamespace = "quotakeeper-system"
 
 // DefaultBackoff spaces conflict retries. Several replicas hammering one
 // bucket conflict often; each retry re-reads, so it always makes progress,
@@ -93,7 +90,7 @@ type op struct {
 // New returns a Store that writes through c.
 func New(c client.Client, opts Options) *Store {
 	if opts.SystemNamespace == "" {
-		opts.SystemNamespace = DefaultSystemNamespace
+		opts.SystemNamespace = quotav1alpha1.DefaultSystemNamespace
 	}
 	if opts.Reader == nil {
 		opts.Reader = c
@@ -110,22 +107,9 @@ func New(c client.Client, opts Options) *Store {
 	return &Store{client: c, opts: opts, queues: map[ledger.BucketKey]*queue{}}
 }
 
-// Namespace is where the bucket for key lives: a namespace consumer's own
-// namespace, a namespaced consumer's namespace, else the system namespace.
+// Namespace is where the bucket for key lives (v1alpha1.BucketNamespace).
 func (s *Store) Namespace(key ledger.BucketKey) string {
-	return BucketNamespace(key.Consumer, s.opts.SystemNamespace)
-}
-
-// BucketNamespace is Store.Namespace for callers without a Store.
-func BucketNamespace(c ledger.Consumer, systemNamespace string) string {
-	switch {
-	case c.APIGroup == "" && c.Kind == "Namespace":
-		return c.Name
-	case c.Namespace != "":
-		return c.Namespace
-	default:
-		return systemNamespace
-	}
+	return quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(key.Consumer), s.opts.SystemNamespace)
 }
 
 // Stats reports status writes and conflicts since the Store was made.
@@ -204,7 +188,7 @@ func (s *Store) commit(ctx context.Context, key ledger.BucketKey, obj *quotav1al
 			created := &quotav1alpha1.AllowanceBucket{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 				Spec: quotav1alpha1.AllowanceBucketSpec{
-					ConsumerRef: ConsumerRef(key.Consumer), ResourceType: key.ResourceType,
+					ConsumerRef: ledgerconv.ConsumerRef(key.Consumer), ResourceType: key.ResourceType,
 					Dimensions: key.DimensionSet(),
 				},
 			}
@@ -311,7 +295,7 @@ func (s *Store) List(ctx context.Context) ([]ledger.Bucket, error) {
 	}
 	out := make([]ledger.Bucket, 0, len(list.Items))
 	for i := range list.Items {
-		out = append(out, toBucket(KeyOf(&list.Items[i]), &list.Items[i]))
+		out = append(out, toBucket(ledgerconv.KeyOf(&list.Items[i]), &list.Items[i]))
 	}
 	return out, nil
 }

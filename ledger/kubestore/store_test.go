@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
@@ -44,7 +45,7 @@ func req(c ledger.Consumer, amount int64) ledger.Request {
 func bucketObject(t *testing.T, c client.Client, key ledger.BucketKey) *quotav1alpha1.AllowanceBucket {
 	t.Helper()
 	obj := &quotav1alpha1.AllowanceBucket{}
-	if err := c.Get(context.Background(), client.ObjectKey{Namespace: kubestore.BucketNamespace(key.Consumer, kubestore.DefaultSystemNamespace), Name: key.Name()}, obj); err != nil {
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(key.Consumer), quotav1alpha1.DefaultSystemNamespace), Name: key.Name()}, obj); err != nil {
 		t.Fatal(err)
 	}
 	return obj

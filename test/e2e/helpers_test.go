@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
 const orgGroup = "resourcemanager.miloapis.com"
@@ -81,7 +81,7 @@ func registration(t *testing.T, resourceType string, typ quotav1alpha1.Registrat
 // live in, and waits until the grant is Active.
 func grant(t *testing.T, name string, consumer quotav1alpha1.ConsumerRef, resourceType string, amount int64) {
 	t.Helper()
-	ns := kubestore.BucketNamespace(kubestore.Consumer(consumer), kubestore.DefaultSystemNamespace)
+	ns := quotav1alpha1.BucketNamespace(consumer, quotav1alpha1.DefaultSystemNamespace)
 	g := &quotav1alpha1.ResourceGrant{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: quotav1alpha1.ResourceGrantSpec{
@@ -186,10 +186,10 @@ func mustDeny(t *testing.T, namespace, name string, wantInMessage ...string) {
 // bucket reads the status of the bucket of consumer and resourceType.
 func bucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string) quotav1alpha1.AllowanceBucketStatus {
 	t.Helper()
-	key := ledger.NewBucketKey(kubestore.Consumer(consumer), resourceType, nil)
+	key := ledger.NewBucketKey(ledgerconv.Consumer(consumer), resourceType, nil)
 	obj := &quotav1alpha1.AllowanceBucket{}
 	err := cluster.Client.Get(context.Background(), client.ObjectKey{
-		Namespace: kubestore.BucketNamespace(key.Consumer, kubestore.DefaultSystemNamespace), Name: key.Name()}, obj)
+		Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(key.Consumer), quotav1alpha1.DefaultSystemNamespace), Name: key.Name()}, obj)
 	if err != nil {
 		t.Fatalf("bucket of %s %s: %v", consumer.Name, resourceType, err)
 	}

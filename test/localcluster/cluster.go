@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -115,7 +114,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if c.Kubeconfig, err = c.writeKubeconfig(); err != nil {
 		return err
 	}
-	for _, ns := range []string{GatekeeperNamespace, kubestore.DefaultSystemNamespace} {
+	for _, ns := range []string{GatekeeperNamespace, quotav1alpha1.DefaultSystemNamespace} {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
 			Labels: map[string]string{"admission.gatekeeper.sh/ignore": "no-self-managing"}}}
 		if err := c.Client.Create(ctx, obj); err != nil {
@@ -350,7 +349,7 @@ func (c *Cluster) startManager(ctx context.Context) error {
 			"--kubeconfig=" + kubeconfig,
 			"--health-probe-bind-address=127.0.0.1:" + fmt.Sprint(health),
 			"--metrics-bind-address=127.0.0.1:" + fmt.Sprint(metrics),
-			"--leader-election-namespace=" + kubestore.DefaultSystemNamespace,
+			"--leader-election-namespace=" + quotav1alpha1.DefaultSystemNamespace,
 			"--webhook-port=" + fmt.Sprint(c.webhooks.LocalServingPort),
 			"--cert-dir=" + c.CertDir(),
 			"--disable-cert-rotation",

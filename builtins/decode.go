@@ -11,7 +11,6 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
@@ -149,13 +148,12 @@ func (d *decoder) labels(path string, m map[string]any, key string) map[string]s
 			d.fail(field, "must be a string, got %s", typeName(obj[k]))
 			continue
 		}
-		// Dimensions become bucket keys and are matched by label selectors,
-		// which is only unambiguous for label syntax.
-		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
-			d.fail(field, "invalid key: %s", strings.Join(msgs, "; "))
+		// Checked here too so the error carries the argument's path.
+		if msg := ledger.DimensionKeyError(k); msg != "" {
+			d.fail(field, "invalid key: %s", msg)
 		}
-		if msgs := validation.IsValidLabelValue(s); len(msgs) > 0 {
-			d.fail(field, "invalid value %q: %s", s, strings.Join(msgs, "; "))
+		if msg := ledger.DimensionValueError(s); msg != "" {
+			d.fail(field, "invalid value %q: %s", s, msg)
 		}
 		out[k] = s
 	}

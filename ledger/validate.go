@@ -9,6 +9,23 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
+// DimensionKeyError says why k cannot be a dimension key, or returns "" if it
+// can. DimensionValueError does the same for a value. Dimensions are matched
+// by grant label selectors and encoded into the bucket key's canonical
+// "k=v,k=v" form, which is only unambiguous for label syntax, so keys are
+// label keys and values label values. These two are the one statement of
+// that rule: the ledger, the builtins' argument decoder and the API
+// validation (registrations, claims) all ask them, each wording the error
+// for its own callers.
+func DimensionKeyError(k string) string {
+	return strings.Join(validation.IsQualifiedName(k), "; ")
+}
+
+// DimensionValueError says why v cannot be a dimension value, or returns "".
+func DimensionValueError(v string) string {
+	return strings.Join(validation.IsValidLabelValue(v), "; ")
+}
+
 func validateConsumer(path string, c Consumer) []FieldError {
 	var errs []FieldError
 	if c.Kind == "" {
@@ -42,11 +59,11 @@ func validateClaim(c Claim) error {
 		// Sorted so the error text is deterministic.
 		for _, k := range slices.Sorted(maps.Keys(r.Dimensions)) {
 			field := fmt.Sprintf("%s.dimensions[%s]", path, k)
-			if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
-				errs = append(errs, FieldError{Field: field, Detail: "invalid key: " + strings.Join(msgs, "; ")})
+			if msg := DimensionKeyError(k); msg != "" {
+				errs = append(errs, FieldError{Field: field, Detail: "invalid key: " + msg})
 			}
-			if msgs := validation.IsValidLabelValue(r.Dimensions[k]); len(msgs) > 0 {
-				errs = append(errs, FieldError{Field: field, Detail: fmt.Sprintf("invalid value %q: %s", r.Dimensions[k], strings.Join(msgs, "; "))})
+			if msg := DimensionValueError(r.Dimensions[k]); msg != "" {
+				errs = append(errs, FieldError{Field: field, Detail: fmt.Sprintf("invalid value %q: %s", r.Dimensions[k], msg)})
 			}
 		}
 	}

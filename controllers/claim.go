@@ -17,7 +17,7 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/mirror"
-	"github.com/quotakeeper/quotakeeper/webhooks"
+	"github.com/quotakeeper/quotakeeper/validation"
 )
 
 // +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourceclaims,verbs=get;list;watch;create;update;patch
@@ -88,15 +88,15 @@ func decided(c *quotav1alpha1.ResourceClaim) bool {
 }
 
 func (r *claimReconciler) allocate(ctx context.Context, c *quotav1alpha1.ResourceClaim) (reconcile.Result, error) {
-	cat, err := webhooks.LoadCatalog(ctx, r.client)
+	cat, err := validation.LoadCatalog(ctx, r.client)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	ns, err := webhooks.GetNamespace(ctx, r.client, c.Namespace)
+	ns, err := validation.GetNamespace(ctx, r.client, c.Namespace)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	verdict := webhooks.ValidateClaim(c, cat, ns, r.systemNamespace)
+	verdict := validation.ValidateClaim(c, cat, ns, r.systemNamespace)
 	if len(verdict.Errors) == 0 && len(verdict.Pending) > 0 {
 		// A registration not judged yet: deciding now would be a guess.
 		// Registrations are judged in moments; look again shortly.

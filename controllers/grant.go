@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/webhooks"
+	"github.com/quotakeeper/quotakeeper/validation"
 )
 
 // +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourcegrants,verbs=get;list;watch
@@ -60,11 +60,11 @@ func (r *grantReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if g.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil // the mirror drops it when it is gone
 	}
-	cat, err := webhooks.LoadCatalog(ctx, r.client)
+	cat, err := validation.LoadCatalog(ctx, r.client)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	verdict := webhooks.ValidateGrant(g, cat, r.systemNamespace)
+	verdict := validation.ValidateGrant(g, cat, r.systemNamespace)
 	if len(verdict.Errors) == 0 && len(verdict.Pending) > 0 {
 		// Judge the grant once its registration is judged (that event
 		// brings us back); until then the mirror keeps what it had.

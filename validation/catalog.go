@@ -1,4 +1,4 @@
-package webhooks
+package validation
 
 import (
 	"slices"
@@ -27,9 +27,11 @@ const (
 
 // Catalog answers which registration governs a resource type. Webhooks and
 // controllers build one from the same cached list, so both judge a grant or
-// claim by the same rules.
+// claim by the same rules; quotactl builds an offline one from files.
 type Catalog struct {
 	byType map[string][]*quotav1alpha1.ResourceRegistration
+	// offline counts registrations not judged yet as active.
+	offline bool
 }
 
 // NewCatalog indexes registrations by resource type.
@@ -45,13 +47,28 @@ func NewCatalog(regs []quotav1alpha1.ResourceRegistration) *Catalog {
 	return c
 }
 
+// NewOfflineCatalog is a Catalog for registrations read from files
+// (quotactl), which no registration controller has judged: one not judged
+// yet counts as active, as the controller would judge a lone registration
+// of its resource type. A registration whose status says otherwise (being
+// deleted, or refused) still counts as inactive.
+func NewOfflineCatalog(regs []quotav1alpha1.ResourceRegistration) *Catalog {
+	c := NewCatalog(regs)
+	c.offline = true
+	return c
+}
+
 // Lookup returns the registration that governs resourceType and its state:
 // the active one if there is one, else one not judged yet, else an inactive
 // one (nil when unregistered).
 func (c *Catalog) Lookup(resourceType string) (*quotav1alpha1.ResourceRegistration, State) {
 	var pending, inactive *quotav1alpha1.ResourceRegistration
 	for _, r := range c.byType[resourceType] {
-		switch RegistrationState(r) {
+		state := RegistrationState(r)
+		if c.offline && state == Pending {
+			state = Active
+		}
+		switch state {
 		case Active:
 			return r, Active
 		case Pending:
@@ -78,11 +95,10 @@ func RegistrationState(r *quotav1alpha1.ResourceRegistration) State {
 	if r.DeletionTimestamp != nil {
 		return Inactive
 	}
-	cond := meta.FindStatusCondition(r.Status.Conditions, quotav1alpha1.ConditionActive)
-	switch {
-	case cond == nil || cond.ObservedGeneration != r.Generation:
+	switch conds := r.Status.Conditions; {
+	case !quotav1alpha1.IsCurrent(conds, quotav1alpha1.ConditionActive, r.Generation):
 		return Pending
-	case cond.Status == "True":
+	case quotav1alpha1.IsTrue(conds, quotav1alpha1.ConditionActive, r.Generation):
 		return Active
 	}
 	return Inactive

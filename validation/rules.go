@@ -1,4 +1,4 @@
-package webhooks
+package validation
 
 import (
 	"fmt"
@@ -10,10 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
 // Verdict is the outcome of judging a grant or claim against the
@@ -32,8 +32,8 @@ type Verdict struct {
 func ValidateRegistration(r *quotav1alpha1.ResourceRegistration) field.ErrorList {
 	var errs field.ErrorList
 	for i, d := range r.Spec.Dimensions {
-		if msgs := validation.IsQualifiedName(d); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(field.NewPath("spec", "dimensions").Index(i), d, strings.Join(msgs, "; ")))
+		if msg := ledger.DimensionKeyError(d); msg != "" {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "dimensions").Index(i), d, msg))
 		}
 	}
 	return errs
@@ -121,12 +121,12 @@ func ValidateClaim(c *quotav1alpha1.ResourceClaim, cat *Catalog, ns *corev1.Name
 		reg := v.registration(cat, r.ResourceType, c.Spec.ConsumerRef, path.Child("resourceType"))
 		for _, k := range slices.Sorted(maps.Keys(r.Dimensions)) {
 			dpath := path.Child("dimensions").Key(k)
-			if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
-				v.Errors = append(v.Errors, field.Invalid(dpath, k, "dimension keys are label keys: "+strings.Join(msgs, "; ")))
+			if msg := ledger.DimensionKeyError(k); msg != "" {
+				v.Errors = append(v.Errors, field.Invalid(dpath, k, "dimension keys are label keys: "+msg))
 				continue
 			}
-			if msgs := validation.IsValidLabelValue(r.Dimensions[k]); len(msgs) > 0 {
-				v.Errors = append(v.Errors, field.Invalid(dpath, r.Dimensions[k], "dimension values are label values: "+strings.Join(msgs, "; ")))
+			if msg := ledger.DimensionValueError(r.Dimensions[k]); msg != "" {
+				v.Errors = append(v.Errors, field.Invalid(dpath, r.Dimensions[k], "dimension values are label values: "+msg))
 			}
 			if reg != nil && !slices.Contains(reg.Spec.Dimensions, k) {
 				v.Errors = append(v.Errors, undeclared(dpath, k, reg))
@@ -147,7 +147,7 @@ func membership(namespace string, ns *corev1.Namespace, consumer quotav1alpha1.C
 		quotav1alpha1.BucketNamespace(consumer, systemNamespace) == namespace {
 		return ""
 	}
-	if consumer.APIGroup == "" && consumer.Kind == "Namespace" {
+	if consumer.IsNamespace() {
 		return fmt.Sprintf("a claim in namespace %q may not claim the quota of namespace %q", namespace, consumer.Name)
 	}
 	return fmt.Sprintf("namespace %q does not belong to %s: it needs the label %s=%s",

@@ -1,4 +1,4 @@
-package webhooks
+package validation
 
 import (
 	"math"
@@ -30,13 +30,13 @@ func reg(name, rt string, state string, dims ...string) quotav1alpha1.ResourceRe
 	}
 	switch state {
 	case "active":
-		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: "True", ObservedGeneration: 2}}
+		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionTrue, ObservedGeneration: 2}}
 	case "refused":
-		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: "False", ObservedGeneration: 2, Message: "already registered by first"}}
+		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionFalse, ObservedGeneration: 2, Message: "already registered by first"}}
 	case "stale":
-		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: "True", ObservedGeneration: 1}}
+		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionTrue, ObservedGeneration: 1}}
 	case "deleting":
-		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: "True", ObservedGeneration: 2}}
+		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionTrue, ObservedGeneration: 2}}
 		r.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 	}
 	return r
@@ -89,6 +89,25 @@ func TestCatalogPrefersActiveThenPending(t *testing.T) {
 		}
 		if name != tc.name || state != tc.state {
 			t.Errorf("Lookup(%s) = %q, %v; want %q, %v", tc.rt, name, state, tc.name, tc.state)
+		}
+	}
+}
+
+func TestOfflineCatalogCountsUnjudgedRegistrationsAsActive(t *testing.T) {
+	cat := NewOfflineCatalog([]quotav1alpha1.ResourceRegistration{
+		reg("new", rtProjects, ""), reg("refused", rtCPU, "refused"), reg("gone", "x/deleting", "deleting"),
+	})
+	for _, tc := range []struct {
+		rt    string
+		state State
+	}{
+		{rtProjects, Active},
+		{rtCPU, Inactive},
+		{"x/deleting", Inactive},
+		{"x/unknown", Unregistered},
+	} {
+		if _, state := cat.Lookup(tc.rt); state != tc.state {
+			t.Errorf("Lookup(%s) = %v, want %v", tc.rt, state, tc.state)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/validation"
 )
 
 // +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-resourceclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourceclaims,verbs=create;update,versions=v1alpha1,name=vresourceclaim.quota.miloapis.com,admissionReviewVersions=v1
@@ -47,15 +47,15 @@ func (v *ClaimValidator) ValidateCreate(ctx context.Context, c *quotav1alpha1.Re
 		// again could only strand the reservation, never undo it.
 		return nil, nil
 	}
-	cat, err := LoadCatalog(ctx, v.Reader)
+	cat, err := validation.LoadCatalog(ctx, v.Reader)
 	if err != nil {
 		return nil, err
 	}
-	ns, err := GetNamespace(ctx, v.Reader, c.Namespace)
+	ns, err := validation.GetNamespace(ctx, v.Reader, c.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	verdict := ValidateClaim(c, cat, ns, v.SystemNamespace)
+	verdict := validation.ValidateClaim(c, cat, ns, v.SystemNamespace)
 	if len(verdict.Errors) > 0 {
 		return nil, invalidClaim(c, verdict.Errors)
 	}
@@ -89,18 +89,6 @@ func requester(ctx context.Context) string {
 		return ""
 	}
 	return req.UserInfo.Username
-}
-
-// GetNamespace returns the namespace, or nil if it does not exist.
-func GetNamespace(ctx context.Context, r client.Reader, name string) (*corev1.Namespace, error) {
-	ns := &corev1.Namespace{}
-	if err := r.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	return ns, nil
 }
 
 // ClaimFinalizer adds v1alpha1.ClaimFinalizer to every live claim, so the

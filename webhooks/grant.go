@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/validation"
 )
 
 // +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-resourcegrant,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourcegrants,verbs=create;update,versions=v1alpha1,name=vresourcegrant.quota.miloapis.com,admissionReviewVersions=v1
@@ -40,28 +41,18 @@ func (v *GrantValidator) ValidateDelete(context.Context, *quotav1alpha1.Resource
 }
 
 func (v *GrantValidator) validate(ctx context.Context, g *quotav1alpha1.ResourceGrant) (admission.Warnings, error) {
-	cat, err := LoadCatalog(ctx, v.Reader)
+	cat, err := validation.LoadCatalog(ctx, v.Reader)
 	if err != nil {
 		return nil, err
 	}
-	verdict := ValidateGrant(g, cat, v.SystemNamespace)
+	verdict := validation.ValidateGrant(g, cat, v.SystemNamespace)
 	var others quotav1alpha1.ResourceGrantList
 	if err := v.Reader.List(ctx, &others, client.InNamespace(g.Namespace)); err != nil {
 		return nil, err
 	}
-	verdict.Errors = append(verdict.Errors, ValidateGrantTotals(g, others.Items)...)
+	verdict.Errors = append(verdict.Errors, validation.ValidateGrantTotals(g, others.Items)...)
 	if len(verdict.Errors) > 0 {
 		return nil, apierrors.NewInvalid(quotav1alpha1.GroupVersion.WithKind("ResourceGrant").GroupKind(), g.Name, verdict.Errors)
 	}
 	return verdict.Pending, nil
-}
-
-// LoadCatalog reads every registration (from a cache, in a manager): there
-// are few, one per quotable resource type.
-func LoadCatalog(ctx context.Context, r client.Reader) (*Catalog, error) {
-	var regs quotav1alpha1.ResourceRegistrationList
-	if err := r.List(ctx, &regs); err != nil {
-		return nil, err
-	}
-	return NewCatalog(regs.Items), nil
 }

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/validation"
 )
 
 // +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-resourceregistration,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourceregistrations,verbs=create;update,versions=v1alpha1,name=vresourceregistration.quota.miloapis.com,admissionReviewVersions=v1
@@ -35,7 +36,7 @@ func (RegistrationValidator) ValidateDelete(context.Context, *quotav1alpha1.Reso
 }
 
 func invalidRegistration(r *quotav1alpha1.ResourceRegistration) error {
-	if errs := ValidateRegistration(r); len(errs) > 0 {
+	if errs := validation.ValidateRegistration(r); len(errs) > 0 {
 		return apierrors.NewInvalid(quotav1alpha1.GroupVersion.WithKind("ResourceRegistration").GroupKind(), r.Name, errs)
 	}
 	return nil

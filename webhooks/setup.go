@@ -1,8 +1,9 @@
 // Package webhooks keeps bad quota objects out: validating webhooks for
 // registrations, grants and claims, and the mutating webhook that gives
-// every claim its finalizer. The rules (Validate*) are exported because the
-// controllers apply the same ones when they decide: a webhook can only judge
-// the registrations of the moment, and a controller judges again when it acts.
+// every claim its finalizer. The webhooks are adapters: the rules live in
+// package validation, which the controllers and quotactl apply too. What is
+// the webhooks' own is admission itself: who is asking (only the manager may
+// set a claim's reservation-id annotation) and which updates are judged.
 package webhooks
 
 import (

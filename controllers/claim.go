@@ -6,7 +6,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -83,8 +82,8 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 
 // decided reports whether c carries a decision for its generation.
 func decided(c *quotav1alpha1.ResourceClaim) bool {
-	cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ConditionGranted)
-	return cond != nil && cond.ObservedGeneration == c.Generation && cond.Status != metav1.ConditionUnknown
+	return quotav1alpha1.IsTrue(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation) ||
+		quotav1alpha1.IsFalse(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation)
 }
 
 func (r *claimReconciler) allocate(ctx context.Context, c *quotav1alpha1.ResourceClaim) (reconcile.Result, error) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
@@ -27,13 +28,10 @@ func stateOf(c *quotav1alpha1.ResourceClaim) claimState {
 	if c.DeletionTimestamp != nil {
 		return inFlight
 	}
-	cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ConditionGranted)
 	switch {
-	case cond == nil || cond.ObservedGeneration != c.Generation:
-		return inFlight
-	case cond.Status == "True":
+	case quotav1alpha1.IsTrue(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation):
 		return granted
-	case cond.Status == "False":
+	case quotav1alpha1.IsFalse(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation):
 		return denied
 	}
 	return inFlight
@@ -135,7 +133,7 @@ func statusDrifted(obj *quotav1alpha1.AllowanceBucket) bool {
 		}
 	}
 	if over := meta.FindStatusCondition(st.Conditions, quotav1alpha1.ConditionOverLimit); over != nil {
-		if (over.Status == "True") != (allocated > st.Limit) {
+		if (over.Status == metav1.ConditionTrue) != (allocated > st.Limit) {
 			return true
 		}
 	}

@@ -1,13 +1,11 @@
 // Package grants converts ResourceGrant objects into the ledger's Grant
-// values, and checks a grant against the ResourceRegistrations it names. The
-// grant controller, the claim controller and quotactl verify share it, so a
-// grant contributes the same limit wherever it is read.
+// values. The grant controller, the claim controller and quotactl verify
+// share it, so a grant contributes the same limit wherever it is read.
+// Whether a grant fits its registrations is package validation's to say.
 package grants
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -84,45 +82,4 @@ func selector(s *metav1.LabelSelector) (labels.Selector, error) {
 		return nil, nil
 	}
 	return metav1.LabelSelectorAsSelector(s)
-}
-
-// CheckRegistered reports what makes a grant unusable under the given
-// registrations (keyed by spec.resourceType): an allowance for an
-// unregistered resource type, a consumer of another kind than the
-// registration's consumerTypeRef, or a selector on a dimension the
-// registration does not declare.
-func CheckRegistered(g *v1alpha1.ResourceGrant, registrations map[string]*v1alpha1.ResourceRegistration) field.ErrorList {
-	var errs field.ErrorList
-	spec := field.NewPath("spec")
-	c := g.Spec.ConsumerRef
-	for i, a := range g.Spec.Allowances {
-		aPath := spec.Child("allowances").Index(i)
-		reg, ok := registrations[a.ResourceType]
-		if !ok {
-			errs = append(errs, field.NotFound(aPath.Child("resourceType"), a.ResourceType))
-			continue
-		}
-		want := reg.Spec.ConsumerTypeRef
-		if c.APIGroup != want.APIGroup || c.Kind != want.Kind {
-			errs = append(errs, field.Invalid(spec.Child("consumerRef"), fmt.Sprintf("%s/%s", c.APIGroup, c.Kind),
-				fmt.Sprintf("resource type %s is consumed by %s/%s (ResourceRegistration %s)", a.ResourceType, want.APIGroup, want.Kind, reg.Name)))
-		}
-		for j, b := range a.Buckets {
-			if b.DimensionSelector == nil {
-				continue
-			}
-			selPath := aPath.Child("buckets").Index(j).Child("dimensionSelector")
-			for _, k := range slices.Sorted(maps.Keys(b.DimensionSelector.MatchLabels)) {
-				if !slices.Contains(reg.Spec.Dimensions, k) {
-					errs = append(errs, field.NotSupported(selPath.Child("matchLabels").Key(k), k, reg.Spec.Dimensions))
-				}
-			}
-			for n, e := range b.DimensionSelector.MatchExpressions {
-				if !slices.Contains(reg.Spec.Dimensions, e.Key) {
-					errs = append(errs, field.NotSupported(selPath.Child("matchExpressions").Index(n).Child("key"), e.Key, reg.Spec.Dimensions))
-				}
-			}
-		}
-	}
-	return errs
 }

@@ -90,36 +90,3 @@ func TestFromResourceGrantRejectsInvalidGrantsWithFieldPaths(t *testing.T) {
 		t.Errorf("error:\n got %v\nwant %s", err, want)
 	}
 }
-
-func TestCheckRegistered(t *testing.T) {
-	regs := map[string]*v1alpha1.ResourceRegistration{
-		"compute/cpu": {
-			ObjectMeta: metav1.ObjectMeta{Name: "cpu"},
-			Spec: v1alpha1.ResourceRegistrationSpec{
-				ConsumerTypeRef: v1alpha1.ConsumerTypeRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Project"},
-				ResourceType:    "compute/cpu",
-				Dimensions:      []string{"networking.datumapis.com/location"},
-			},
-		},
-	}
-	ok := grant(v1alpha1.Allowance{ResourceType: "compute/cpu", Buckets: []v1alpha1.GrantBucket{{Amount: 1}}})
-	ok.Spec.ConsumerRef.Kind = "Project"
-	if errs := grants.CheckRegistered(ok, regs); len(errs) != 0 {
-		t.Errorf("valid grant: %v", errs)
-	}
-
-	bad := grant(
-		v1alpha1.Allowance{ResourceType: "compute/cpu", Buckets: []v1alpha1.GrantBucket{{Amount: 1, DimensionSelector: &metav1.LabelSelector{
-			MatchLabels:      map[string]string{"tier": "gold"},
-			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "zone", Operator: metav1.LabelSelectorOpExists}},
-		}}}},
-		v1alpha1.Allowance{ResourceType: "compute/gpu", Buckets: []v1alpha1.GrantBucket{{Amount: 1}}},
-	)
-	want := `[spec.consumerRef: Invalid value: "resourcemanager.miloapis.com/Organization": resource type compute/cpu is consumed by resourcemanager.miloapis.com/Project (ResourceRegistration cpu), ` +
-		`spec.allowances[0].buckets[0].dimensionSelector.matchLabels[tier]: Unsupported value: "tier": supported values: "networking.datumapis.com/location", ` +
-		`spec.allowances[0].buckets[0].dimensionSelector.matchExpressions[0].key: Unsupported value: "zone": supported values: "networking.datumapis.com/location", ` +
-		`spec.allowances[1].resourceType: Not found: "compute/gpu"]`
-	if got := grants.CheckRegistered(bad, regs).ToAggregate(); got == nil || got.Error() != want {
-		t.Errorf("errors:\n got %v\nwant %s", got, want)
-	}
-}

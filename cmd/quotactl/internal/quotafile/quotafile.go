@@ -15,6 +15,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/validation"
 )
 
 // Set is the registrations and grants read so far.
@@ -66,6 +67,9 @@ func (s *Set) add(path string, u *unstructured.Unstructured) error {
 		if reg.Spec.ResourceType == "" {
 			return fmt.Errorf("ResourceRegistration %s: spec.resourceType: Required value", reg.Name)
 		}
+		if errs := validation.ValidateRegistration(reg); len(errs) > 0 {
+			return fmt.Errorf("ResourceRegistration %s: %w", reg.Name, errs.ToAggregate())
+		}
 		if s.registrations == nil {
 			s.registrations = map[string]*v1alpha1.ResourceRegistration{}
 		}
@@ -93,15 +97,31 @@ func fromUnstructured(u *unstructured.Unstructured, into any) error {
 }
 
 // Grants converts every grant read into ledger grants. When any registration
-// was read, each grant must also fit the registrations (registered resource
-// type, matching consumer kind, declared dimensions), as the grant controller
-// would require before counting it.
+// was read, each grant must also pass the grant controller's judgement
+// (package validation: where it lives, registered resource type, matching
+// consumer kind, declared dimensions, sums within int64) before it counts.
+// No controller judges the registrations of a file, so every one read counts
+// as active (validation.NewOfflineCatalog).
 func (s *Set) Grants() ([]ledger.Grant, error) {
 	var out []ledger.Grant
 	var errs []error
+	var cat *validation.Catalog
+	var all []v1alpha1.ResourceGrant
+	if len(s.registrations) > 0 {
+		regs := make([]v1alpha1.ResourceRegistration, 0, len(s.registrations))
+		for _, r := range s.registrations {
+			regs = append(regs, *r)
+		}
+		cat = validation.NewOfflineCatalog(regs)
+		for _, g := range s.grants {
+			all = append(all, *g.obj)
+		}
+	}
 	for _, g := range s.grants {
-		if len(s.registrations) > 0 {
-			if fe := grants.CheckRegistered(g.obj, s.registrations); len(fe) > 0 {
+		if cat != nil {
+			verdict := validation.ValidateGrant(g.obj, cat, v1alpha1.DefaultSystemNamespace)
+			fe := append(verdict.Errors, validation.ValidateGrantTotals(g.obj, all)...)
+			if len(fe) > 0 {
 				errs = append(errs, fmt.Errorf("%s: ResourceGrant %s/%s: %w", g.path, g.obj.Namespace, g.obj.Name, fe.ToAggregate()))
 				continue
 			}

@@ -94,7 +94,7 @@ func TestGrantsMustFitTheRegistrations(t *testing.T) {
 	}
 	_, err := s.Ledger()
 	want := `q.yaml: ResourceGrant quotakeeper-system/acme: spec.consumerRef: Invalid value: "resourcemanager.miloapis.com/Organization": ` +
-		`resource type resourcemanager.miloapis.com/projects is consumed by resourcemanager.miloapis.com/Project (ResourceRegistration projects)`
+		`resource type "resourcemanager.miloapis.com/projects" is consumed by resourcemanager.miloapis.com/Project (ResourceRegistration "projects")`
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n got %v\nwant %s", err, want)
 	}

@@ -100,7 +100,7 @@ func TestFailuresSayWhichStepAndWhatWasSeen(t *testing.T) {
 			`got messages [quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 1 (allocated 0, reserved 1)]`,
 		"failing/wrong-usage": "usage of /Namespace /team-a core/configmaps{}: reserved 0, want 1",
 		"failing/grant-against-the-registration": "quota: " + abs[1:] + "/quota.yaml: ResourceGrant team-a/configmaps: " +
-			`spec.consumerRef: Invalid value: "/Namespace": resource type core/configmaps is consumed by resourcemanager.miloapis.com/Organization (ResourceRegistration configmaps-per-organization)`,
+			`spec.consumerRef: Invalid value: "Namespace": resource type "core/configmaps" is consumed by resourcemanager.miloapis.com/Organization (ResourceRegistration "configmaps-per-organization")`,
 		"failing/missing-object-file": "object: open " + abs[1:] + "/cm-9.yaml: no such file or directory",
 	})
 }

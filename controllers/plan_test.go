@@ -31,9 +31,9 @@ func planClaim(uid string, amount int64, state string, mods ...func(*quotav1alph
 	}
 	switch state {
 	case "granted":
-		c.Status.Conditions = []metav1.Condition{{Type: "Granted", Status: "True", ObservedGeneration: 1}}
+		c.Status.Conditions = []metav1.Condition{{Type: "Granted", Status: metav1.ConditionTrue, ObservedGeneration: 1}}
 	case "denied":
-		c.Status.Conditions = []metav1.Condition{{Type: "Granted", Status: "False", ObservedGeneration: 1}}
+		c.Status.Conditions = []metav1.Condition{{Type: "Granted", Status: metav1.ConditionFalse, ObservedGeneration: 1}}
 	case "pending":
 		c.Status.Conditions = []metav1.Condition{{Type: "Granted", Status: "Unknown", ObservedGeneration: 1}}
 	}
@@ -209,7 +209,7 @@ func TestActiveRegistrationKeepsTheActiveOne(t *testing.T) {
 		out := quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: at(created)},
 			Spec: quotav1alpha1.ResourceRegistrationSpec{ResourceType: rtProjects}}
 		if active {
-			out.Status.Conditions = []metav1.Condition{{Type: "Active", Status: "True"}}
+			out.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionTrue}}
 		}
 		return out
 	}
@@ -244,7 +244,7 @@ func TestDecisionStatus(t *testing.T) {
 	now := metav1.NewTime(time.Unix(100, 0))
 	st := decisionStatus(&c, d, now)
 	cond := st.Conditions[0]
-	if cond.Status != "False" || cond.Reason != "QuotaExceeded" || cond.ObservedGeneration != 1 ||
+	if cond.Status != metav1.ConditionFalse || cond.Reason != "QuotaExceeded" || cond.ObservedGeneration != 1 ||
 		cond.Message != "quota exceeded: requested 20 of users, available 10 of 15 (allocated 5, reserved 0)" {
 		t.Fatalf("condition %+v", cond)
 	}

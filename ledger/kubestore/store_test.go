@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -135,7 +136,7 @@ func TestLifecycleOnTheAPIServer(t *testing.T) {
 	}
 	obj = bucketObject(t, env.Client, key)
 	wantStatus(t, obj, 0, 1, 0, 0)
-	if c := obj.Status.Conditions; len(c) != 1 || c[0].Type != "OverLimit" || c[0].Status != "True" || c[0].Reason != "LimitLowered" {
+	if c := obj.Status.Conditions; len(c) != 1 || c[0].Type != "OverLimit" || c[0].Status != metav1.ConditionTrue || c[0].Reason != "LimitLowered" {
 		t.Fatalf("conditions %+v", c)
 	}
 }

@@ -97,7 +97,7 @@ func fromUnstructured(u *unstructured.Unstructured, into any) error {
 }
 
 // Grants converts every grant read into ledger grants. When any registration
-// was read, each grant must also pass the grant controller's judgement
+// was read, each grant must also pass the grant webhook's judgement
 // (package validation: where it lives, registered resource type, matching
 // consumer kind, declared dimensions, sums within int64) before it counts.
 // No controller judges the registrations of a file, so every one read counts

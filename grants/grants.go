@@ -1,7 +1,3 @@
-// Package grants converts ResourceGrant objects into the ledger's Grant
-// values, and checks a grant against the ResourceRegistrations it names. The
-// grant controller, the claim controller and quotactl verify share it, so a
-// grant contributes the same limit wherever it is read.
 package grants
 
 import (

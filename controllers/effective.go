@@ -206,10 +206,15 @@ func summarize(buckets []quotav1alpha1.AllowanceBucket) quotav1alpha1.EffectiveR
 }
 
 func saturatingAdd(a, b int64) int64 {
-	if b > 0 && a > math.MaxInt64-b {
+	sum, err := ledger.Add(a, b)
+	switch {
+	case err == nil:
+		return sum
+	case b > 0:
 		return math.MaxInt64
+	default:
+		return math.MinInt64
 	}
-	return a + b
 }
 
 // effectiveName is deterministic per consumer and resource type: readable

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 )
 
@@ -211,10 +212,8 @@ func undeclared(path *field.Path, key string, reg *quotav1alpha1.ResourceRegistr
 }
 
 func add(a, b int64) (int64, bool) {
-	if b > 0 && a > math.MaxInt64-b {
-		return 0, false
-	}
-	return a + b, true
+	sum, err := ledger.Add(a, b)
+	return sum, err == nil
 }
 
 func groupKind(group, kind string) string {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/mirror"
 )
 
 // +kubebuilder:rbac:groups=quota.miloapis.com,resources=allowancebuckets,verbs=get;list;watch;create
@@ -38,7 +38,7 @@ type bucketRequest struct {
 type bucketReconciler struct {
 	client          client.Client
 	ledger          *ledger.Ledger
-	mirror          *mirror.Mirror
+	mirror          *grants.Mirror
 	systemNamespace string
 }
 
@@ -58,7 +58,7 @@ func (r *bucketReconciler) setup(mgr ctrl.Manager) error {
 				return out
 			})).
 		// Also holds the workers until the mirror has synced.
-		WatchesRawSource(mirror.Source(r.mirror, func(_ context.Context, c mirror.Change) []bucketRequest {
+		WatchesRawSource(grants.Source(r.mirror, func(_ context.Context, c grants.Change) []bucketRequest {
 			return []bucketRequest{{Key: ledger.BucketKey{Consumer: c.Consumer, ResourceType: c.ResourceType}, Fanout: true}}
 		})).
 		Complete(r)

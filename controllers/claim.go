@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/mirror"
 	"github.com/quotakeeper/quotakeeper/validation"
 )
 
@@ -38,7 +38,7 @@ import (
 type claimReconciler struct {
 	client          client.Client
 	ledger          *ledger.Ledger
-	mirror          *mirror.Mirror
+	mirror          *grants.Mirror
 	systemNamespace string
 	concurrency     int
 	now             func() metav1.Time
@@ -49,7 +49,7 @@ func (r *claimReconciler) setup(mgr ctrl.Manager) error {
 		Named("claim").
 		For(&quotav1alpha1.ResourceClaim{}).
 		// Decide nothing before the mirror holds every grant.
-		WatchesRawSource(mirror.Source(r.mirror, func(context.Context, mirror.Change) []reconcile.Request { return nil })).
+		WatchesRawSource(grants.Source(r.mirror, func(context.Context, grants.Change) []reconcile.Request { return nil })).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.concurrency}).
 		Complete(r)
 }

@@ -1,15 +1,13 @@
 package controllers
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"slices"
 	"strings"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/names"
 )
 
 // heldReservation is one reservation and the bucket holding it.
@@ -58,22 +56,15 @@ func groupForClaims(held []heldReservation) []realizationClaim {
 	return out
 }
 
-// name is the claim's deterministic name: readable from the object, unique
-// from a hash of the reservation id, consumer and dimensions, so a retry or
-// a restarted manager finds the claim it already made.
+// claimNames name realization claims: readable from the object, unique from
+// a hash of the reservation id, consumer and dimensions, so a retry or a
+// restarted manager finds the claim it already made.
+var claimNames = names.Scheme{Tag: "quotakeeper.realization/v1", Fallback: "reservation", PrefixMax: 40, HashBytes: 8}
+
+// name is the claim's deterministic name (see claimNames).
 func (g realizationClaim) name(obj quotav1alpha1.ObjectRef) string {
 	c := g.consumer
-	h := sha256.New()
-	for _, f := range []string{"quotakeeper.realization/v1", g.id, c.APIGroup, c.Kind, c.Namespace, c.Name, g.dims} {
-		var n [binary.MaxVarintLen64]byte
-		h.Write(n[:binary.PutUvarint(n[:], uint64(len(f)))])
-		h.Write([]byte(f))
-	}
-	prefix := dnsPrefix(obj.Kind+"-"+obj.Name, 40)
-	if prefix == "" {
-		prefix = "reservation"
-	}
-	return prefix + "-" + hex.EncodeToString(h.Sum(nil)[:8])
+	return claimNames.Name(obj.Kind+"-"+obj.Name, g.id, c.APIGroup, c.Kind, c.Namespace, c.Name, g.dims)
 }
 
 // spec is the claim's spec: the reservations as requests.
@@ -87,27 +78,4 @@ func (g realizationClaim) spec(obj quotav1alpha1.ObjectRef) quotav1alpha1.Resour
 		spec.Requests = append(spec.Requests, req)
 	}
 	return spec
-}
-
-// dnsPrefix maps s to lowercase alphanumerics and single dashes, at most
-// max bytes, so it can start a DNS-1123 subdomain.
-func dnsPrefix(s string, max int) string {
-	var b strings.Builder
-	dash := false
-	for i := 0; i < len(s) && b.Len() < max; i++ {
-		c := s[i]
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-			dash = true
-			continue
-		}
-		if dash && b.Len() > 0 {
-			b.WriteByte('-')
-		}
-		dash = false
-		b.WriteByte(c)
-	}
-	return strings.TrimSuffix(b.String(), "-")
 }

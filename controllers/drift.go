@@ -140,9 +140,13 @@ func statusDrifted(obj *quotav1alpha1.AllowanceBucket) bool {
 	return false
 }
 
+// addOK adds an entry's amount to a running total that stays broken once a
+// step fails: on overflow, and on a negative amount, which the store never
+// writes.
 func addOK(a, b int64, ok bool) (int64, bool) {
-	if !ok || (b > 0 && a > (1<<63-1)-b) || b < 0 {
+	if !ok || b < 0 {
 		return 0, false
 	}
-	return a + b, true
+	sum, err := ledger.Add(a, b)
+	return sum, err == nil
 }

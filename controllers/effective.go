@@ -2,8 +2,6 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"maps"
 	"math"
@@ -24,6 +22,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/names"
 )
 
 // +kubebuilder:rbac:groups=quota.miloapis.com,resources=effectiveresourcegrants,verbs=get;list;watch;create;update;patch;delete
@@ -206,20 +205,23 @@ func summarize(buckets []quotav1alpha1.AllowanceBucket) quotav1alpha1.EffectiveR
 }
 
 func saturatingAdd(a, b int64) int64 {
-	if b > 0 && a > math.MaxInt64-b {
+	sum, err := ledger.Add(a, b)
+	switch {
+	case err == nil:
+		return sum
+	case b > 0:
 		return math.MaxInt64
+	default:
+		return math.MinInt64
 	}
-	return a + b
 }
 
-// effectiveName is deterministic per consumer and resource type: readable
-// from the resource type, unique from a hash of both.
+// effectiveNames name effective grants: readable from the resource type,
+// unique from a hash of the consumer and resource type.
+var effectiveNames = names.Scheme{Tag: "quotakeeper.effective/v1", Fallback: "effective", PrefixMax: 40, HashBytes: 8}
+
+// effectiveName is deterministic per consumer and resource type.
 func effectiveName(p pair) string {
 	c := p.Consumer
-	sum := sha256.Sum256([]byte(strings.Join([]string{"quotakeeper.effective/v1", c.APIGroup, c.Kind, c.Namespace, c.Name, p.ResourceType}, "\x00")))
-	prefix := dnsPrefix(p.ResourceType, 40)
-	if prefix == "" {
-		prefix = "effective"
-	}
-	return prefix + "-" + hex.EncodeToString(sum[:8])
+	return effectiveNames.Name(p.ResourceType, c.APIGroup, c.Kind, c.Namespace, c.Name, p.ResourceType)
 }

@@ -27,8 +27,8 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/controllers"
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/mirror"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 	"github.com/quotakeeper/quotakeeper/webhooks"
 )
@@ -254,7 +254,7 @@ func restartManager(t *testing.T, whileDown func()) {
 // gatekeeperSide is the admission process: what the Gatekeeper plugin runs.
 type gatekeeperSide struct {
 	ledger *ledger.Ledger
-	mirror *mirror.Mirror
+	mirror *grants.Mirror
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -269,7 +269,7 @@ func startGatekeeperSide(port int) (*gatekeeperSide, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, mi, err := mirror.NewLedger(m, sysNS, ledger.WithReservationTTL(reservationTTL))
+	l, mi, err := grants.NewLedger(m, sysNS, ledger.WithReservationTTL(reservationTTL))
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func startGatekeeperSide(port int) (*gatekeeperSide, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &gatekeeperSide{ledger: l, mirror: mi, cancel: cancel, done: make(chan error, 1)}
 	go func() { g.done <- m.Start(ctx) }()
-	if err := mirror.WaitForSync(timeoutCtx(60*time.Second), mi); err != nil {
+	if err := grants.WaitForSync(timeoutCtx(60*time.Second), mi); err != nil {
 		g.stop()
 		return nil, fmt.Errorf("admission side's mirror did not sync: %w", err)
 	}

@@ -27,8 +27,8 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/mirror"
 )
 
 // Claiming resources are any kinds a registration names, so reading them
@@ -56,7 +56,7 @@ type realizationReconciler struct {
 	cache           cache.Cache
 	mapper          meta.RESTMapper
 	ledger          *ledger.Ledger
-	mirror          *mirror.Mirror
+	mirror          *grants.Mirror
 	systemNamespace string
 	poll            time.Duration
 	now             func() time.Time
@@ -80,7 +80,7 @@ func (r *realizationReconciler) setup(mgr ctrl.Manager) error {
 		}).
 		// Every ledger write recomputes the bucket's limit, so even a
 		// release must wait until the mirror holds every grant.
-		WatchesRawSource(mirror.Source(r.mirror, func(context.Context, mirror.Change) []string { return nil })).
+		WatchesRawSource(grants.Source(r.mirror, func(context.Context, grants.Change) []string { return nil })).
 		Build(r)
 	if err != nil {
 		return err

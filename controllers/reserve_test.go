@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/mirror"
 )
 
 const reservePath = "/reserve-configmaps"
@@ -46,7 +46,7 @@ func reserveWebhookConfiguration(port int) *admissionv1.ValidatingWebhookConfigu
 // holds every grant.
 type reserver struct {
 	ledger *ledger.Ledger
-	mirror *mirror.Mirror
+	mirror *grants.Mirror
 }
 
 func (r *reserver) Handle(ctx context.Context, req admission.Request) admission.Response {

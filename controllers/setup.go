@@ -7,8 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/mirror"
 )
 
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
@@ -23,7 +23,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	l, m, err := mirror.NewLedger(mgr, opts.SystemNamespace,
+	l, m, err := grants.NewLedger(mgr, opts.SystemNamespace,
 		ledger.WithReservationTTL(opts.ReservationTTL), ledger.WithClock(opts.Now))
 	if err != nil {
 		return err

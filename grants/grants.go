@@ -1,7 +1,3 @@
-// Package grants converts ResourceGrant objects into the ledger's Grant
-// values. The grant controller, the claim controller and quotactl verify
-// share it, so a grant contributes the same limit wherever it is read.
-// Whether a grant fits its registrations is package validation's to say.
 package grants
 
 import (

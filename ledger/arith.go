@@ -13,18 +13,20 @@ import (
 // error and never saturates.
 var ErrOverflow = errors.New("int64 overflow")
 
-// checkedAdd returns a+b, or an error wrapping ErrOverflow if the sum does not
-// fit in an int64.
-func checkedAdd(a, b int64) (int64, error) {
+// Add returns a+b, or an error wrapping ErrOverflow if the sum does not
+// fit in an int64. It is the one overflow check for quota amounts: the
+// ledger's sums and every other package's (webhooks, controllers) use it,
+// each wording its own message for users.
+func Add(a, b int64) (int64, error) {
 	if (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b) {
 		return 0, fmt.Errorf("%w: %d + %d", ErrOverflow, a, b)
 	}
 	return a + b, nil
 }
 
-// checkedSub returns a-b, or an error wrapping ErrOverflow if the difference
+// Sub returns a-b, or an error wrapping ErrOverflow if the difference
 // does not fit in an int64.
-func checkedSub(a, b int64) (int64, error) {
+func Sub(a, b int64) (int64, error) {
 	if (b < 0 && a > math.MaxInt64+b) || (b > 0 && a < math.MinInt64+b) {
 		return 0, fmt.Errorf("%w: %d - %d", ErrOverflow, a, b)
 	}

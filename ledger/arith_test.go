@@ -21,9 +21,9 @@ func TestCheckedAdd(t *testing.T) {
 		{math.MinInt64, math.MaxInt64, -1, false},
 		{-5, 3, -2, false},
 	} {
-		got, err := checkedAdd(tc.a, tc.b)
+		got, err := Add(tc.a, tc.b)
 		if tc.overflow != errors.Is(err, ErrOverflow) || (!tc.overflow && (err != nil || got != tc.want)) {
-			t.Errorf("checkedAdd(%d, %d) = %d, %v; want %d overflow=%v", tc.a, tc.b, got, err, tc.want, tc.overflow)
+			t.Errorf("Add(%d, %d) = %d, %v; want %d overflow=%v", tc.a, tc.b, got, err, tc.want, tc.overflow)
 		}
 	}
 }
@@ -41,9 +41,9 @@ func TestCheckedSub(t *testing.T) {
 		{math.MinInt64, 1, 0, true},
 		{math.MaxInt64, math.MaxInt64, 0, false},
 	} {
-		got, err := checkedSub(tc.a, tc.b)
+		got, err := Sub(tc.a, tc.b)
 		if tc.overflow != errors.Is(err, ErrOverflow) || (!tc.overflow && (err != nil || got != tc.want)) {
-			t.Errorf("checkedSub(%d, %d) = %d, %v; want %d overflow=%v", tc.a, tc.b, got, err, tc.want, tc.overflow)
+			t.Errorf("Sub(%d, %d) = %d, %v; want %d overflow=%v", tc.a, tc.b, got, err, tc.want, tc.overflow)
 		}
 	}
 }

@@ -47,7 +47,7 @@ func (b Bucket) Allocated() (int64, error) {
 	var sum int64
 	for _, amount := range b.Allocations {
 		var err error
-		if sum, err = checkedAdd(sum, amount); err != nil {
+		if sum, err = Add(sum, amount); err != nil {
 			return 0, err
 		}
 	}
@@ -61,7 +61,7 @@ func (b Bucket) Reserved() (int64, error) {
 	var sum int64
 	for _, r := range b.Reservations {
 		var err error
-		if sum, err = checkedAdd(sum, r.Amount); err != nil {
+		if sum, err = Add(sum, r.Amount); err != nil {
 			return 0, err
 		}
 	}
@@ -85,13 +85,13 @@ func (b Bucket) Usage() (Usage, error) {
 	if err != nil {
 		return Usage{}, err
 	}
-	used, err := checkedAdd(allocated, reserved)
+	used, err := Add(allocated, reserved)
 	if err != nil {
 		return Usage{}, err
 	}
 	u := Usage{Limit: b.Limit, Allocated: allocated, Reserved: reserved}
 	if used < b.Limit {
-		if u.Available, err = checkedSub(b.Limit, used); err != nil {
+		if u.Available, err = Sub(b.Limit, used); err != nil {
 			return Usage{}, err
 		}
 	}

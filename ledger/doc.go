@@ -67,7 +67,8 @@
 // # Arithmetic and validation
 //
 // Every sum is checked: int64 overflow is an error wrapping ErrOverflow,
-// never a wrap-around and never a silent cap. Invalid claims are rejected
+// never a wrap-around and never a silent cap. Add and Sub are that check,
+// exported so other packages sum amounts the same way. Invalid claims are rejected
 // with a *ValidationError naming each bad field (for example
 // "requests[1].amount: must be positive, got -3") before anything is written.
 package ledger

@@ -138,7 +138,7 @@ func limitFor(src GrantSource, key BucketKey) (int64, []GrantContribution, error
 			return 0, nil, fmt.Errorf("grant %s: amount must not be negative, got %d", g.ID, g.Amount)
 		}
 		var err error
-		if limit, err = checkedAdd(limit, g.Amount); err != nil {
+		if limit, err = Add(limit, g.Amount); err != nil {
 			return 0, nil, fmt.Errorf("limit of bucket %s from grant %s: %w", key.Name(), g.ID, err)
 		}
 		contribs = append(contribs, GrantContribution{GrantID: g.ID, Amount: g.Amount, Generation: g.Generation})

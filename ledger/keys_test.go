@@ -77,3 +77,24 @@ func TestBucketKeyName(t *testing.T) {
 		}
 	}
 }
+
+// Stored buckets are found by name: a change to the naming scheme would
+// orphan every bucket in a running cluster.
+func TestBucketKeyNamesAreStable(t *testing.T) {
+	for _, tc := range []struct {
+		key  BucketKey
+		want string
+	}{
+		{NewBucketKey(Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Project", Name: "p"}, "resourcemanager.miloapis.com/projects", nil),
+			"resourcemanager-miloapis-com-projects-9715b782a6bceb6217b1f6fd7f4322dd"},
+		{NewBucketKey(Consumer{Kind: "Namespace", Name: "team"}, "compute.miloapis.com/cpu", map[string]string{"region": "dfw", "zone": "a"}),
+			"compute-miloapis-com-cpu-8acace1ea113c8c21f0585e4edd30a88"},
+		{NewBucketKey(Consumer{Name: "x"}, "..//", nil), "bucket-7f978d2af0bd299cdd4b06bbca28a4f9"},
+		{NewBucketKey(Consumer{Name: "x"}, "a-very-long.resource-type.example.com/with-a-name-that-exceeds-the-prefix-limit", nil),
+			"a-very-long-resource-type-example-com-with-a-nam-3d49fae6faeec30ca36d7102286a6cc0"},
+	} {
+		if got := tc.key.Name(); got != tc.want {
+			t.Errorf("%v: Name() = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+}

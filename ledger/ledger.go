@@ -107,7 +107,7 @@ func (l *Ledger) targets(claim Claim) ([]target, error) {
 	for i, r := range claim.Requests {
 		key := NewBucketKey(r.Consumer, r.ResourceType, r.Dimensions)
 		if j, ok := pos[key]; ok {
-			sum, err := checkedAdd(ts[j].req.Amount, r.Amount)
+			sum, err := Add(ts[j].req.Amount, r.Amount)
 			if err != nil {
 				errs = append(errs, FieldError{
 					Field:  fmt.Sprintf("requests[%d].amount", i),

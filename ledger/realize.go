@@ -31,14 +31,14 @@ func (l *Ledger) Realize(ctx context.Context, claim Claim) error {
 				// less the reservation being moved, plus the allocation.
 				u, err := b.Usage()
 				if err == nil && reserved {
-					u.Reserved, err = checkedSub(u.Reserved, r.Amount)
+					u.Reserved, err = Sub(u.Reserved, r.Amount)
 				}
 				var total int64
 				if err == nil {
-					total, err = checkedAdd(u.Allocated, u.Reserved)
+					total, err = Add(u.Allocated, u.Reserved)
 				}
 				if err == nil {
-					_, err = checkedAdd(total, t.req.Amount)
+					_, err = Add(total, t.req.Amount)
 				}
 				if err != nil {
 					return fmt.Errorf("bucket %s: %w", t.name, err)

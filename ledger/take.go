@@ -120,7 +120,7 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, kind entryK
 		if b.holds(claim.ID) {
 			return errUnchanged
 		}
-		need, err := checkedAdd(before.Allocated+before.Reserved, t.req.Amount) // the inner sum was checked by Usage
+		need, err := Add(before.Allocated+before.Reserved, t.req.Amount) // the inner sum was checked by Usage
 		if err != nil {
 			return fmt.Errorf("bucket %s: allocated+reserved+requested: %w", t.name, err)
 		}
@@ -130,7 +130,7 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, kind entryK
 				Limit: before.Limit, Allocated: before.Allocated, Reserved: before.Reserved, Available: before.Available,
 			}
 		}
-		available, err := checkedSub(t.limit, need)
+		available, err := Sub(t.limit, need)
 		if err != nil {
 			return fmt.Errorf("bucket %s: %w", t.name, err)
 		}
@@ -209,6 +209,6 @@ func (l *Ledger) peek(ctx context.Context, claimID string, t target) (Usage, boo
 	if b.holds(claimID) {
 		return u, true, nil
 	}
-	need, err := checkedAdd(u.Allocated+u.Reserved, t.req.Amount)
+	need, err := Add(u.Allocated+u.Reserved, t.req.Amount)
 	return u, err == nil && need <= t.limit, nil
 }

@@ -23,8 +23,8 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/mirror"
 )
 
 // Flags join Gatekeeper's own command line (it parses the standard flag set).
@@ -49,7 +49,7 @@ func Install(scheme *runtime.Scheme) {
 // Until then they halt, so admission fails closed rather than deciding
 // against limits computed from grants not yet seen.
 func AddToManager(mgr manager.Manager) error {
-	l, m, err := mirror.NewLedger(mgr, *systemNamespace, ledger.WithReservationTTL(*reservationTTL))
+	l, m, err := grants.NewLedger(mgr, *systemNamespace, ledger.WithReservationTTL(*reservationTTL))
 	if err != nil {
 		return fmt.Errorf("quotakeeper ledger: %w", err)
 	}
@@ -59,11 +59,11 @@ func AddToManager(mgr manager.Manager) error {
 // useWhenSynced hands the ledger to the builtins once the mirror has synced.
 type useWhenSynced struct {
 	ledger *ledger.Ledger
-	mirror *mirror.Mirror
+	mirror *grants.Mirror
 }
 
 func (u useWhenSynced) Start(ctx context.Context) error {
-	if err := mirror.WaitForSync(ctx, u.mirror); err != nil {
+	if err := grants.WaitForSync(ctx, u.mirror); err != nil {
 		return nil // shutting down before the mirror synced
 	}
 	builtins.Use(u.ledger)

@@ -210,10 +210,8 @@ func undeclared(path *field.Path, key string, reg *quotav1alpha1.ResourceRegistr
 }
 
 func add(a, b int64) (int64, bool) {
-	if b > 0 && a > math.MaxInt64-b {
-		return 0, false
-	}
-	return a + b, true
+	sum, err := ledger.Add(a, b)
+	return sum, err == nil
 }
 
 func groupKind(group, kind string) string {

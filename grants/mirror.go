@@ -1,16 +1,4 @@
-// Package mirror keeps the ledger's grant source in step with the cluster's
-// ResourceGrants. It is our take on the layout's "sync": the same Mirror runs
-// in the quotakeeper manager (for the controllers' ledger) and inside
-// Gatekeeper (for the builtins' ledger), each over its own manager's
-// informer cache, so both processes judge limits from the same grants.
-//
-// Only active grants count: a grant whose Active condition is True for its
-// current generation. While a changed grant waits for the grant controller
-// to judge its new generation, the mirror keeps the amounts it last saw
-// active, so an edit never drops a consumer's limit to zero for the
-// moments in between; a grant judged inactive, or deleted, is dropped at
-// once.
-package mirror
+package grants
 
 import (
 	"context"
@@ -26,7 +14,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
@@ -61,8 +48,8 @@ type mirrored struct {
 
 var _ ledger.GrantSource = (*Mirror)(nil)
 
-// New returns an empty Mirror; Register connects it to an informer.
-func New() *Mirror {
+// NewMirror returns an empty Mirror; Register connects it to an informer.
+func NewMirror() *Mirror {
 	return &Mirror{set: ledger.NewGrantSet(), objects: map[types.NamespacedName]mirrored{}, subs: map[int]func(Change){}}
 }
 
@@ -141,6 +128,18 @@ func (m *Mirror) Subscribe(fn func(Change)) (cancel func()) {
 	}
 }
 
+// Evaluated reports whether the grant's Active condition describes its
+// current generation: the grant controller has judged this spec.
+func Evaluated(obj *quotav1alpha1.ResourceGrant) bool {
+	return quotav1alpha1.IsCurrent(obj.Status.Conditions, quotav1alpha1.ConditionActive, obj.Generation)
+}
+
+// Active reports whether the grant counts toward limits: Active=True for its
+// current generation.
+func Active(obj *quotav1alpha1.ResourceGrant) bool {
+	return quotav1alpha1.IsTrue(obj.Status.Conditions, quotav1alpha1.ConditionActive, obj.Generation)
+}
+
 func (m *Mirror) observe(obj any) {
 	g, ok := obj.(*quotav1alpha1.ResourceGrant)
 	if !ok {
@@ -154,7 +153,7 @@ func (m *Mirror) observe(obj any) {
 	case !Active(g):
 		m.replace(key, nil)
 	default:
-		converted, err := grants.FromResourceGrant(g)
+		converted, err := FromResourceGrant(g)
 		if err != nil {
 			// The grant controller refuses such a grant; until it says so,
 			// counting nothing fails closed.

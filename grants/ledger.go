@@ -1,4 +1,4 @@
-package mirror
+package grants
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // and the Gatekeeper plugin build theirs the same way. Call before the
 // manager starts; decide nothing until the mirror HasSynced.
 func NewLedger(mgr manager.Manager, systemNamespace string, opts ...ledger.Option) (*ledger.Ledger, *Mirror, error) {
-	m := New()
+	m := NewMirror()
 	if err := m.Register(context.Background(), mgr.GetCache()); err != nil {
 		return nil, nil, err
 	}

@@ -1,4 +1,4 @@
-package mirror
+package grants
 
 import (
 	"reflect"
@@ -81,7 +81,7 @@ func TestActiveNeedsTheCurrentGeneration(t *testing.T) {
 // A grant the shared conversion refuses counts nothing, even if marked
 // Active (fail closed).
 func TestUnconvertibleActiveGrantCountsNothing(t *testing.T) {
-	m := New()
+	m := NewMirror()
 	m.observe(grantObj("g", 1, ptr(true), allowance(rtProjects, 3)))
 	bad := grantObj("g", 2, ptr(true), quotav1alpha1.Allowance{ResourceType: rtProjects, Buckets: []quotav1alpha1.GrantBucket{{
 		Amount: 1, DimensionSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: "In"}}},
@@ -93,7 +93,7 @@ func TestUnconvertibleActiveGrantCountsNothing(t *testing.T) {
 }
 
 func TestMirrorCountsOnlyActiveGrants(t *testing.T) {
-	m := New()
+	m := NewMirror()
 	var changes []Change
 	cancel := m.Subscribe(func(c Change) { changes = append(changes, c) })
 	defer cancel()
@@ -163,7 +163,7 @@ func TestMirrorCountsOnlyActiveGrants(t *testing.T) {
 }
 
 func TestSubscribeStartsFromCurrentPairs(t *testing.T) {
-	m := New()
+	m := NewMirror()
 	m.observe(grantObj("g", 1, ptr(true), allowance(rtProjects, 3)))
 	var got []Change
 	cancel := m.Subscribe(func(c Change) { got = append(got, c) })
@@ -178,7 +178,7 @@ func TestSubscribeStartsFromCurrentPairs(t *testing.T) {
 }
 
 func TestNotSyncedBeforeRegister(t *testing.T) {
-	if New().HasSynced() {
+	if NewMirror().HasSynced() {
 		t.Fatal("a mirror with no informer reports synced")
 	}
 }

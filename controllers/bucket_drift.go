@@ -1,5 +1,8 @@
 package controllers
 
+// Serves the bucket controller (bucket_controller.go): drift repair, the
+// allocations a bucket must hold according to its claims.
+
 import (
 	"slices"
 	"strings"

@@ -1,5 +1,8 @@
 package controllers
 
+// Serves the claim controller (claim_controller.go), and the bucket
+// controller's drift repair: a ResourceClaim as the ledger sees it.
+
 import (
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/ledger/kubestore"

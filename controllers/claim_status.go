@@ -1,5 +1,8 @@
 package controllers
 
+// Serves the claim controller (claim_controller.go): the status it writes
+// for a decision.
+
 import (
 	"fmt"
 

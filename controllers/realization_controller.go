@@ -45,9 +45,9 @@ import (
 //   - otherwise it looks again at the expiry, or when the object appears.
 //
 // An object that exists is never expired, however late its realization:
-// that is why expiry lives here, per object, and not in a sweep over
-// ledger.Expire, which cannot tell an object that never appeared from one
-// whose realization is merely late (a manager down for longer than the TTL).
+// that is why expiry lives here, per object, and not in a sweep over every
+// bucket, which cannot tell an object that never appeared from one whose
+// realization is merely late (a manager down for longer than the TTL).
 type realizationReconciler struct {
 	client          client.Client
 	live            client.Reader // the object check must not trust a lagging cache

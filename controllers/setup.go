@@ -11,9 +11,6 @@ import (
 	"github.com/quotakeeper/quotakeeper/mirror"
 )
 
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-
 // Setup adds every controller to mgr, with their cache indexes, a grant
 // mirror and a ledger of their own. Call it once per manager, before Start.
 // Every controller is leader-elected (the manager's default): one replica

@@ -63,7 +63,7 @@ func planRepair(key ledger.BucketKey, obj *quotav1alpha1.AllowanceBucket, claims
 	accounted := map[string]bool{}
 	for i := range claims {
 		c := &claims[i]
-		id := ClaimID(c)
+		id := claimID(c)
 		accounted[id] = true
 		amount, ok := amountIn(c, name)
 		if !ok {

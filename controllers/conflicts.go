@@ -1,5 +1,7 @@
 package controllers
 
+// Serves every controller.
+
 import apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 // ignoreConflict drops a write conflict. A conflict means the cache this

@@ -1,5 +1,7 @@
 package controllers
 
+// Serves every controller: the cache indexes they look objects up by.
+
 import (
 	"context"
 	"fmt"

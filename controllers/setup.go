@@ -11,9 +11,6 @@ import (
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-
 // Setup adds every controller to mgr, with their cache indexes, a grant
 // mirror and a ledger of their own. Call it once per manager, before Start.
 // Every controller is leader-elected (the manager's default): one replica
@@ -31,6 +28,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	c := mgr.GetClient()
 	now := func() metav1.Time { return metav1.NewTime(opts.Now()) }
 	live := mgr.GetAPIReader()
+	realization := &realizationReconciler{client: c, live: live, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
+		ledger: l, mirror: m, systemNamespace: opts.SystemNamespace, poll: opts.ObjectPollInterval, now: opts.Now,
+		watched: &watchedKinds{}}
+	// In this order: the realization watches feed the realization controller.
 	steps := []struct {
 		name  string
 		setup func(ctrl.Manager) error
@@ -40,8 +41,9 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		{"bucket", (&bucketReconciler{client: c, ledger: l, mirror: m, systemNamespace: opts.SystemNamespace}).setup},
 		{"claim", (&claimReconciler{client: c, ledger: l, mirror: m, systemNamespace: opts.SystemNamespace,
 			concurrency: opts.ClaimConcurrency, now: now}).setup},
-		{"realization", (&realizationReconciler{client: c, live: live, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
-			ledger: l, mirror: m, systemNamespace: opts.SystemNamespace, poll: opts.ObjectPollInterval, now: opts.Now}).setup},
+		{"realization", realization.setup},
+		{"realization-watches", (&realizationWatchReconciler{client: c, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
+			realization: realization}).setup},
 		{"effective", (&effectiveReconciler{client: c}).setup},
 	}
 	for _, s := range steps {

@@ -54,15 +54,15 @@ func TestBucketUsageChecked(t *testing.T) {
 		t.Fatalf("Allocated() err = %v, want ErrOverflow", err)
 	}
 	b = Bucket{Limit: 10, Allocations: map[string]int64{"a": math.MaxInt64}, Reservations: map[string]Reservation{"r": {Amount: 1}}}
-	if _, err := b.Available(); !errors.Is(err, ErrOverflow) {
-		t.Fatalf("Available() err = %v, want ErrOverflow", err)
+	if _, err := b.Usage(); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("Usage() err = %v, want ErrOverflow", err)
 	}
 	b = Bucket{Limit: 10, Allocations: map[string]int64{"a": 4}, Reservations: map[string]Reservation{"r": {Amount: 3}}}
 	if u, err := b.Usage(); err != nil || u != (Usage{Limit: 10, Allocated: 4, Reserved: 3, Available: 3}) {
 		t.Fatalf("Usage() = %+v, %v", u, err)
 	}
 	b.Limit = 5 // over a lowered limit: available is 0, not negative
-	if a, err := b.Available(); err != nil || a != 0 {
-		t.Fatalf("Available() over limit = %d, %v", a, err)
+	if u, err := b.Usage(); err != nil || u.Available != 0 {
+		t.Fatalf("Usage().Available over limit = %d, %v", u.Available, err)
 	}
 }

@@ -1,9 +1,6 @@
 package ledger
 
-import (
-	"slices"
-	"time"
-)
+import "slices"
 
 // Bucket is the full persisted state of one bucket. Allocated and reserved
 // totals are derived from the per-claim entries rather than stored, so that
@@ -55,7 +52,7 @@ func (b Bucket) Allocated() (int64, error) {
 }
 
 // Reserved is the checked sum of all reservations, expired or not: a
-// reservation holds quota until Expire removes it, so every reader agrees on
+// reservation holds quota until it is released, so every reader agrees on
 // the numbers regardless of its own clock.
 func (b Bucket) Reserved() (int64, error) {
 	var sum int64
@@ -66,13 +63,6 @@ func (b Bucket) Reserved() (int64, error) {
 		}
 	}
 	return sum, nil
-}
-
-// Available is limit-allocated-reserved, never below 0 (a lowered limit may
-// leave a bucket over its limit; that is not negative room).
-func (b Bucket) Available() (int64, error) {
-	u, err := b.Usage()
-	return u.Available, err
 }
 
 // Usage returns all the numbers at once with checked arithmetic.
@@ -106,16 +96,4 @@ func (b Bucket) holds(claimID string) bool {
 	}
 	_, ok := b.Reservations[claimID]
 	return ok
-}
-
-// NextExpiry returns the earliest reservation expiry in b, if any.
-func NextExpiry(b Bucket) (time.Time, bool) {
-	var next time.Time
-	found := false
-	for _, r := range b.Reservations {
-		if !found || r.ExpiresAt.Before(next) {
-			next, found = r.ExpiresAt, true
-		}
-	}
-	return next, found
 }

@@ -60,9 +60,11 @@
 // into an allocation once the object exists; if the reservation already
 // expired, the allocation is added anyway, since the object exists and
 // counting it is the truth. A reservation counts against the bucket until
-// Expire removes it (at or after ExpiresAt); NextExpiry tells an expiry
-// controller when to run next. Allocate records allocations directly, for
-// claims decided by a controller about objects that already exist.
+// it is released: the ledger never drops one by itself, since only whoever
+// watches the object can tell one that never appeared (Release it at or after
+// ExpiresAt) from one whose realization is merely late. Allocate records
+// allocations directly, for claims decided by a controller about objects that
+// already exist.
 //
 // # Arithmetic and validation
 //

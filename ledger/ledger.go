@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// DefaultReservationTTL is how long a reservation holds quota before Expire
-// may remove it: long enough to cover an admission chain and the object's
+// DefaultReservationTTL is how long a reservation holds quota before it may
+// be released as expired: long enough to cover an admission chain and the object's
 // creation, short enough that quota held by an object that was never created
 // comes back quickly.
 const DefaultReservationTTL = 2 * time.Minute

@@ -347,32 +347,6 @@ func TestRollbackOnRefusal(t *testing.T) {
 	}
 }
 
-func TestExpiryAtExactlyExpiresAt(t *testing.T) {
-	f := newFixture(t)
-	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
-	mustReserve(t, f, claim("c", req(project("p"), rtProjects, 3, nil)))
-	f.clock.now = t0.Add(30 * time.Second)
-	mustReserve(t, f, claim("d", req(project("p"), rtProjects, 2, nil)))
-
-	next, ok, err := f.ledger.NextExpiry(f.ctx)
-	if err != nil || !ok || !next.Equal(t0.Add(ledger.DefaultReservationTTL)) {
-		t.Fatalf("NextExpiry = %v %v %v, want %v", next, ok, err, t0.Add(ledger.DefaultReservationTTL))
-	}
-	f.clock.now = next.Add(-time.Nanosecond)
-	if n, err := f.ledger.Expire(f.ctx); n != 0 || err != nil {
-		t.Fatalf("Expire 1ns before ExpiresAt removed %d (%v)", n, err)
-	}
-	f.clock.now = next
-	if n, err := f.ledger.Expire(f.ctx); n != 1 || err != nil {
-		t.Fatalf("Expire at ExpiresAt removed %d (%v), want 1", n, err)
-	}
-	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Reserved: 2, Available: 8})
-	b, _, _ := f.store.Get(f.ctx, projectsKey)
-	if next, ok := ledger.NextExpiry(b); !ok || !next.Equal(t0.Add(30*time.Second+ledger.DefaultReservationTTL)) {
-		t.Fatalf("bucket NextExpiry = %v %v", next, ok)
-	}
-}
-
 func TestReservationTTLOption(t *testing.T) {
 	f := newFixture(t)
 	f.ledger = ledger.New(f.store, f.grants, ledger.WithClock(f.clock.Now), ledger.WithReservationTTL(5*time.Second))
@@ -390,8 +364,9 @@ func TestRealizeAfterExpiry(t *testing.T) {
 	a := claim("a", req(project("p"), rtProjects, 1, nil))
 	mustReserve(t, f, a)
 	f.clock.now = t0.Add(ledger.DefaultReservationTTL)
-	if n, _ := f.ledger.Expire(f.ctx); n != 1 {
-		t.Fatalf("expired %d, want 1", n)
+	// Expired: returned as the realization controller returns it.
+	if err := f.ledger.Release(f.ctx, a); err != nil {
+		t.Fatal(err)
 	}
 	if d := mustReserve(t, f, claim("b", req(project("p"), rtProjects, 1, nil))); !d.Granted {
 		t.Fatal("reserve after expiry denied")

@@ -17,6 +17,4 @@ type Store interface {
 	Apply(ctx context.Context, key BucketKey, mutate func(*Bucket) error) (Bucket, error)
 	// Get returns the bucket and whether it exists.
 	Get(ctx context.Context, key BucketKey) (Bucket, bool, error)
-	// List returns every bucket.
-	List(ctx context.Context) ([]Bucket, error)
 }

@@ -16,12 +16,3 @@ var sources embed.FS
 
 // LibPath is the library's path in this directory.
 const LibPath = "lib/quota.rego"
-
-// Lib returns the lib.quota library source.
-func Lib() string {
-	b, err := sources.ReadFile(LibPath)
-	if err != nil {
-		panic(err) // embedded by the directive above
-	}
-	return string(b)
-}

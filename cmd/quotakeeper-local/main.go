@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/quotakeeper/quotakeeper/test/localcluster"
+	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 

@@ -42,8 +42,8 @@ var DefaultBackoff = wait.Backoff{Steps: 16, Duration: 5 * time.Millisecond, Fac
 type Options struct {
 	// SystemNamespace holds buckets of cluster-scoped, non-namespace consumers.
 	SystemNamespace string
-	// Reader serves Get and List. A manager's cached client makes them
-	// informer reads; Apply always reads through the Client it was given,
+	// Reader serves Get. A manager's cached client makes it an informer
+	// read; Apply always reads through the Client it was given,
 	// because deciding on a stale bucket would only produce a conflict.
 	Reader client.Reader
 	// MaxBatch bounds the mutations one status write carries; 1 turns group
@@ -111,9 +111,6 @@ func New(c client.Client, opts Options) *Store {
 func (s *Store) Namespace(key ledger.BucketKey) string {
 	return quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(key.Consumer), s.opts.SystemNamespace)
 }
-
-// Stats reports status writes and conflicts since the Store was made.
-func (s *Store) Stats() (writes, conflicts int64) { return s.writes.Load(), s.conflicts.Load() }
 
 // Apply implements ledger.Store with group commit.
 func (s *Store) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*ledger.Bucket) error) (ledger.Bucket, error) {
@@ -285,17 +282,4 @@ func (s *Store) Get(ctx context.Context, key ledger.BucketKey) (ledger.Bucket, b
 		return ledger.Bucket{}, false, err
 	}
 	return toBucket(key, obj), true, nil
-}
-
-// List implements ledger.Store.
-func (s *Store) List(ctx context.Context) ([]ledger.Bucket, error) {
-	var list quotav1alpha1.AllowanceBucketList
-	if err := s.opts.Reader.List(ctx, &list); err != nil {
-		return nil, err
-	}
-	out := make([]ledger.Bucket, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, toBucket(ledgerconv.KeyOf(&list.Items[i]), &list.Items[i]))
-	}
-	return out, nil
 }

@@ -1,6 +1,6 @@
 // Package e2e tests quotakeeper as users run it: a real kube-apiserver, three
 // Gatekeeper processes built with the plugin behind a loopback load balancer,
-// and the quotakeeper manager, all as local processes (test/localcluster).
+// and the quotakeeper manager, all as local processes (localcluster).
 package e2e_test
 
 import (
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotakeeper/quotakeeper/test/localcluster"
+	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 

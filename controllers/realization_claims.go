@@ -1,5 +1,8 @@
 package controllers
 
+// Serves the realization controller (realization_controller.go): the claims
+// it makes for a realized reservation, their grouping, names and specs.
+
 import (
 	"slices"
 	"strings"

@@ -1,5 +1,8 @@
 package controllers
 
+// Serves the bucket controller (bucket_controller.go): which buckets grants
+// create before any claim arrives.
+
 import (
 	"k8s.io/apimachinery/pkg/selection"
 

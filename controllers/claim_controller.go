@@ -105,7 +105,7 @@ func (r *claimReconciler) allocate(ctx context.Context, c *quotav1alpha1.Resourc
 	if len(verdict.Errors) > 0 {
 		return reconcile.Result{}, r.writeStatus(ctx, c, invalidStatus(c, verdict.Errors.ToAggregate().Error(), r.now()))
 	}
-	d, err := r.ledger.Allocate(ctx, LedgerClaim(c))
+	d, err := r.ledger.Allocate(ctx, ledgerClaim(c))
 	var invalid *ledger.ValidationError
 	switch {
 	case errors.As(err, &invalid):
@@ -126,7 +126,7 @@ func (r *claimReconciler) allocate(ctx context.Context, c *quotav1alpha1.Resourc
 const pendingRegistrationRetry = time.Second
 
 func (r *claimReconciler) realize(ctx context.Context, c *quotav1alpha1.ResourceClaim) error {
-	if err := r.ledger.Realize(ctx, LedgerClaim(c)); err != nil {
+	if err := r.ledger.Realize(ctx, ledgerClaim(c)); err != nil {
 		var invalid *ledger.ValidationError
 		if errors.As(err, &invalid) {
 			return r.writeStatus(ctx, c, invalidStatus(c, invalid.Error(), r.now()))
@@ -143,7 +143,7 @@ func (r *claimReconciler) release(ctx context.Context, c *quotav1alpha1.Resource
 	if !controllerutil.ContainsFinalizer(c, quotav1alpha1.ClaimFinalizer) {
 		return nil
 	}
-	err := r.ledger.Release(ctx, LedgerClaim(c))
+	err := r.ledger.Release(ctx, ledgerClaim(c))
 	if err != nil && !errors.Is(err, ledger.ErrInvalid) {
 		// An invalid claim never took anything: nothing to return.
 		return err

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/quotakeeper/quotakeeper/test/localcluster"
+	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 

@@ -1,5 +1,8 @@
 package controllers
 
+// Serves the claim controller (claim_controller.go), and the bucket
+// controller's drift repair: a ResourceClaim as the ledger sees it.
+
 import (
 	"github.com/quotakeeper/quotakeeper/ledger"
 
@@ -7,21 +10,21 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 )
 
-// ClaimID is the ledger claim id a ResourceClaim's entries are recorded
+// claimID is the ledger claim id a ResourceClaim's entries are recorded
 // under: the reservation-id annotation of a claim made from an admission
 // reservation, else the claim's own uid (docs/architecture.md).
-func ClaimID(c *quotav1alpha1.ResourceClaim) string {
+func claimID(c *quotav1alpha1.ResourceClaim) string {
 	if id := c.Annotations[quotav1alpha1.ReservationIDAnnotation]; id != "" {
 		return id
 	}
 	return string(c.UID)
 }
 
-// LedgerClaim converts a ResourceClaim into the ledger's claim: one request
+// ledgerClaim converts a ResourceClaim into the ledger's claim: one request
 // per spec request, in order. The object is the claim's resourceRef, or the
 // claim itself when it names none.
-func LedgerClaim(c *quotav1alpha1.ResourceClaim) ledger.Claim {
-	out := ledger.Claim{ID: ClaimID(c)}
+func ledgerClaim(c *quotav1alpha1.ResourceClaim) ledger.Claim {
+	out := ledger.Claim{ID: claimID(c)}
 	if ref := c.Spec.ResourceRef; ref != nil {
 		out.Object = ledgerconv.Object(*ref)
 	} else {

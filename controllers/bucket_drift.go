@@ -1,5 +1,8 @@
 package controllers
 
+// Serves the bucket controller (bucket_controller.go): drift repair, the
+// allocations a bucket must hold according to its claims.
+
 import (
 	"slices"
 	"strings"
@@ -58,7 +61,7 @@ func planRepair(key ledger.BucketKey, obj *quotav1alpha1.AllowanceBucket, claims
 	accounted := map[string]bool{}
 	for i := range claims {
 		c := &claims[i]
-		id := ClaimID(c)
+		id := claimID(c)
 		accounted[id] = true
 		amount, ok := amountIn(c, name)
 		if !ok {

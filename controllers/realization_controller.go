@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -47,9 +45,9 @@ import (
 //   - otherwise it looks again at the expiry, or when the object appears.
 //
 // An object that exists is never expired, however late its realization:
-// that is why expiry lives here, per object, and not in a sweep over
-// ledger.Expire, which cannot tell an object that never appeared from one
-// whose realization is merely late (a manager down for longer than the TTL).
+// that is why expiry lives here, per object, and not in a sweep over every
+// bucket, which cannot tell an object that never appeared from one whose
+// realization is merely late (a manager down for longer than the TTL).
 type realizationReconciler struct {
 	client          client.Client
 	live            client.Reader // the object check must not trust a lagging cache
@@ -61,13 +59,13 @@ type realizationReconciler struct {
 	poll            time.Duration
 	now             func() time.Time
 
-	ctrl    controller.TypedController[string]
-	mu      sync.Mutex
-	watched map[schema.GroupKind]bool
+	// controller is the subject controller, which the dynamic watches
+	// (realizationWatchReconciler) feed; watched the kinds they cover.
+	controller controller.TypedController[string]
+	watched    *watchedKinds
 }
 
 func (r *realizationReconciler) setup(mgr ctrl.Manager) error {
-	r.watched = map[schema.GroupKind]bool{}
 	c, err := builder.TypedControllerManagedBy[string](mgr).
 		Named("realization").
 		Watches(&quotav1alpha1.AllowanceBucket{}, handler.TypedFuncs[client.Object, string]{
@@ -85,12 +83,8 @@ func (r *realizationReconciler) setup(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	r.ctrl = c
-	// The kinds to watch come from the registrations, as they appear.
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("realization-watches").
-		For(&quotav1alpha1.ResourceRegistration{}).
-		Complete(reconcile.Func(r.watchClaimingResources))
+	r.controller = c
+	return nil
 }
 
 // enqueueSubjects enqueues the subjects of reservations in obj that were
@@ -153,7 +147,7 @@ func (r *realizationReconciler) Reconcile(ctx context.Context, subject string) (
 		return reconcile.Result{}, nil
 	}
 	wait := next.Sub(now)
-	if !r.isWatched(schema.GroupKind{Group: obj.APIGroup, Kind: obj.Kind}) {
+	if !r.watched.has(schema.GroupKind{Group: obj.APIGroup, Kind: obj.Kind}) {
 		// No event will say the object appeared: look again now and then.
 		wait = min(wait, r.poll)
 	}
@@ -255,61 +249,4 @@ func (r *realizationReconciler) expire(ctx context.Context, expired []heldReserv
 		log.FromContext(ctx).Info("reservation expired", "reservation", id, "object", expired[0].reservation.Object)
 	}
 	return errors.Join(errs...)
-}
-
-// watchClaimingResources adds a metadata-only watch for each kind a
-// registration claims, so an object's creation triggers its realization.
-// Watches are never removed: a kind that stops being claimed only costs an
-// informer until the manager restarts.
-func (r *realizationReconciler) watchClaimingResources(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	reg := &quotav1alpha1.ResourceRegistration{}
-	if err := r.client.Get(ctx, req.NamespacedName, reg); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	var missing []string
-	for _, gk := range reg.Spec.ClaimingResources {
-		kind := schema.GroupKind{Group: gk.APIGroup, Kind: gk.Kind}
-		if r.isWatched(kind) {
-			continue
-		}
-		mapping, err := r.mapper.RESTMapping(kind)
-		if err != nil {
-			missing = append(missing, fmt.Sprintf("%s: %v", kind, err))
-			continue
-		}
-		pom := &metav1.PartialObjectMetadata{}
-		pom.SetGroupVersionKind(mapping.GroupVersionKind)
-		src := source.TypedKind[client.Object, string](r.cache, pom, handler.TypedFuncs[client.Object, string]{
-			CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[string]) {
-				r.enqueueObject(ctx, q, e.Object)
-			},
-		})
-		if err := r.ctrl.Watch(src); err != nil {
-			return reconcile.Result{}, err
-		}
-		r.mu.Lock()
-		r.watched[kind] = true
-		r.mu.Unlock()
-	}
-	if len(missing) > 0 {
-		// Often a CRD not installed yet; its objects are still realized by
-		// polling (ObjectPollInterval) until the watch is in place.
-		log.FromContext(ctx).Info("cannot watch claiming resources yet", "registration", reg.Name, "kinds", missing)
-		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
-	}
-	return reconcile.Result{}, nil
-}
-
-// enqueueObject enqueues a new object's uid if a reservation waits for it.
-func (r *realizationReconciler) enqueueObject(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], obj client.Object) {
-	var buckets quotav1alpha1.AllowanceBucketList
-	if err := r.client.List(ctx, &buckets, client.MatchingFields{indexBucketSubject: string(obj.GetUID())}); err != nil || len(buckets.Items) > 0 {
-		q.Add(string(obj.GetUID())) // on a list error, let Reconcile find out
-	}
-}
-
-func (r *realizationReconciler) isWatched(gk schema.GroupKind) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.watched[gk]
 }

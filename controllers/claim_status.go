@@ -1,5 +1,8 @@
 package controllers
 
+// Serves the claim controller (claim_controller.go): the status it writes
+// for a decision.
+
 import (
 	"fmt"
 
@@ -41,7 +44,7 @@ func decisionStatus(c *quotav1alpha1.ResourceClaim, d ledger.Decision, now metav
 // realizedStatus is the status of a claim made from an admission
 // reservation once its amount is allocated.
 func realizedStatus(c *quotav1alpha1.ResourceClaim, now metav1.Time) quotav1alpha1.ResourceClaimStatus {
-	id := ClaimID(c)
+	id := claimID(c)
 	keys := claimBucketKeys(c)
 	allocs := make([]quotav1alpha1.RequestAllocation, len(c.Spec.Requests))
 	for i, req := range c.Spec.Requests {

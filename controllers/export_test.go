@@ -1,0 +1,4 @@
+package controllers
+
+// LedgerClaim exposes ledgerClaim to the external tests.
+var LedgerClaim = ledgerClaim

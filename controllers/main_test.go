@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -89,7 +88,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	gkPort, err := freePort()
+	gkPort, err := testenv.FreePort()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -127,15 +126,6 @@ func needEnv(t *testing.T) {
 	if env == nil {
 		t.Skip("needs a control plane; skipped in -short mode")
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // managerRun is one run of the quotakeeper manager, as cmd/quotakeeper-manager

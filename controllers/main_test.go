@@ -200,7 +200,7 @@ func startManager() (*managerRun, error) {
 	case <-m.Elected():
 	case err := <-run.done:
 		cancel()
-		return nil, fmt.Errorf("manager exited: %v", err)
+		return nil, fmt.Errorf("manager exited: %w", err)
 	case <-time.After(60 * time.Second):
 		cancel()
 		return nil, fmt.Errorf("manager not elected in 60s")
@@ -227,7 +227,7 @@ func waitWebhookServer(s webhook.Server) error {
 // webhook server and lease are gone when stop returns.
 func (r *managerRun) stop() {
 	r.cancel()
-	<-r.done
+	<-r.done //nolint:errcheck // stopping is the point; how the run ended is not this test's concern
 }
 
 // restartManager stops the manager, runs whileDown, and starts a new one.
@@ -280,7 +280,7 @@ func startGatekeeperSide(port int) (*gatekeeperSide, error) {
 
 func (g *gatekeeperSide) stop() {
 	g.cancel()
-	<-g.done
+	<-g.done //nolint:errcheck // stopping is the point; how the run ended is not this test's concern
 }
 
 func timeoutCtx(d time.Duration) context.Context {

@@ -76,6 +76,12 @@ func (w *GrantWrapper) Allowance(resourceType string, amounts ...int64) *GrantWr
 	return w.Allowances(Allowance(resourceType, amounts...))
 }
 
+// SelectedAllowance appends an allowance of resourceType with one bucket per
+// amount, each limited to the dimensions sel selects.
+func (w *GrantWrapper) SelectedAllowance(resourceType string, sel *metav1.LabelSelector, amounts ...int64) *GrantWrapper {
+	return w.Allowances(SelectedAllowance(resourceType, sel, amounts...))
+}
+
 // Allowances appends allowances as given.
 func (w *GrantWrapper) Allowances(a ...quotav1alpha1.Allowance) *GrantWrapper {
 	w.Spec.Allowances = append(w.Spec.Allowances, a...)

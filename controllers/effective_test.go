@@ -2,9 +2,9 @@ package controllers_test
 
 import (
 	"fmt"
-	"reflect"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,8 +47,8 @@ func wantEffective(t *testing.T, c ledger.Consumer, rt string, namespaces []stri
 			if !ok {
 				return fmt.Errorf("no effective grant in %s", ns)
 			}
-			if !reflect.DeepEqual(e.Status, want) {
-				return fmt.Errorf("effective grant in %s: %+v\nwant %+v", ns, e.Status, want)
+			if diff := cmp.Diff(want, e.Status); diff != "" {
+				return fmt.Errorf("effective grant in %s (-want +got):\n%s", ns, diff)
 			}
 		}
 		return nil

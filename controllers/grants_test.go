@@ -1,9 +1,9 @@
 package controllers_test
 
 import (
-	"reflect"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,8 +34,8 @@ func TestGrantsMakeBucketsAndAClaimTakesFromThem(t *testing.T) {
 		{Name: "t1-base", Namespace: sysNS, BucketIndex: 0, Amount: 3, ObservedGeneration: 1},
 		{Name: "t1-more", Namespace: sysNS, BucketIndex: 0, Amount: 2, ObservedGeneration: 1},
 	}
-	if !reflect.DeepEqual(b.Status.ContributingGrantRefs, wantRefs) || b.Namespace != sysNS {
-		t.Fatalf("bucket in %s contributed by %+v, want %s and %+v", b.Namespace, b.Status.ContributingGrantRefs, sysNS, wantRefs)
+	if diff := cmp.Diff(wantRefs, b.Status.ContributingGrantRefs); diff != "" || b.Namespace != sysNS {
+		t.Fatalf("bucket in %s, want %s; contributing grants (-want +got):\n%s", b.Namespace, sysNS, diff)
 	}
 
 	claim := waitDecided(t, newClaim(t, "t1-tenant", "one-project", acme, builders.Request(projects, 1, nil)))
@@ -53,8 +53,8 @@ func TestGrantsMakeBucketsAndAClaimTakesFromThem(t *testing.T) {
 	for i := range got {
 		got[i].LastTransitionTime = metav1.Time{}
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("allocations %+v\nwant %+v", got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("allocations (-want +got):\n%s", diff)
 	}
 	if claim.Status.ObservedGeneration != claim.Generation || len(claim.Finalizers) != 1 || claim.Finalizers[0] != quotav1alpha1.ClaimFinalizer {
 		t.Fatalf("observedGeneration %d (generation %d), finalizers %v", claim.Status.ObservedGeneration, claim.Generation, claim.Finalizers)

@@ -2,11 +2,11 @@ package controllers_test
 
 import (
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,8 +92,8 @@ func TestReservationBecomesAnOwnedClaim(t *testing.T) {
 		Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: rtConfigMaps, Amount: 1}},
 		ResourceRef: &quotav1alpha1.ObjectRef{Kind: "ConfigMap", Namespace: ns, Name: "settings", UID: string(cm.UID)},
 	}
-	if !reflect.DeepEqual(claim.Spec, wantSpec) {
-		t.Fatalf("claim spec %+v\nwant %+v", claim.Spec, wantSpec)
+	if diff := cmp.Diff(wantSpec, claim.Spec); diff != "" {
+		t.Fatalf("claim spec (-want +got):\n%s", diff)
 	}
 	decided := waitDecided(t, &claim)
 	if c := grantedCondition(decided); c.Status != metav1.ConditionTrue || c.Reason != quotav1alpha1.ReasonQuotaAvailable ||

@@ -1,11 +1,11 @@
 package mirror
 
 import (
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -102,8 +102,8 @@ func TestMirrorCountsOnlyActiveGrants(t *testing.T) {
 		t.Fatalf("cpu = %s", got)
 	}
 	want := []Change{{acme, rtCPU}, {acme, rtProjects}}
-	if !reflect.DeepEqual(changes, want) {
-		t.Fatalf("changes = %v, want %v", changes, want)
+	if diff := cmp.Diff(want, changes); diff != "" {
+		t.Fatalf("changes (-want +got):\n%s", diff)
 	}
 
 	// A status-only update (same generation and amounts) changes nothing.
@@ -128,8 +128,8 @@ func TestMirrorCountsOnlyActiveGrants(t *testing.T) {
 		t.Fatalf("after shrink: %s", got)
 	}
 	want = []Change{{acme, rtCPU}, {acme, rtProjects}}
-	if !reflect.DeepEqual(changes, want) {
-		t.Fatalf("changes = %v, want %v", changes, want)
+	if diff := cmp.Diff(want, changes); diff != "" {
+		t.Fatalf("changes (-want +got):\n%s", diff)
 	}
 
 	// Judged inactive: dropped at once.
@@ -154,8 +154,8 @@ func TestSubscribeStartsFromCurrentPairs(t *testing.T) {
 	m.observe(grantObj("g", 1, ptr.To(true), builders.Allowance(rtProjects, 3)))
 	var got []Change
 	cancel := m.Subscribe(func(c Change) { got = append(got, c) })
-	if want := []Change{{acme, rtProjects}}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("snapshot = %v, want %v", got, want)
+	if diff := cmp.Diff([]Change{{acme, rtProjects}}, got); diff != "" {
+		t.Fatalf("snapshot (-want +got):\n%s", diff)
 	}
 	cancel()
 	m.observe(grantObj("g", 2, ptr.To(true), builders.Allowance(rtProjects, 4)))

@@ -14,6 +14,11 @@ ETCD           := $(TESTBIN)/etcd-$(ETCD_VERSION)
 ASSETS := $(TESTBIN)/k8s-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
+# golangci-lint is built from its own module (hack/tools/golangci-lint), so its
+# dependencies never enter the main module's graph; the version is go.mod's.
+GOLANGCI_LINT_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/golangci/golangci-lint/v2") print $$(i+1)}' hack/tools/golangci-lint/go.mod)
+GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
 .PHONY: all build generate verify lint vet test unit bench testbin gatekeeper manager e2e run clean help
@@ -46,11 +51,6 @@ verify: generate $(GOLANGCI_LINT) ## Fail when generated files are stale, code i
 	$(GOLANGCI_LINT) run ./...
 	$(QUOTACTL) opa fmt --list --fail rego/
 	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/
-
-# golangci-lint is built from its own module (hack/tools/golangci-lint), so its
-# dependencies never enter the main module's graph; the version is go.mod's.
-GOLANGCI_LINT_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/golangci/golangci-lint/v2") print $$(i+1)}' hack/tools/golangci-lint/go.mod)
-GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml's linters.
 	$(GOLANGCI_LINT) run ./...

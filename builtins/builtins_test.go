@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
@@ -129,8 +129,8 @@ func usageOf(t *testing.T, l *ledger.Ledger, c ledger.Consumer) ledger.Usage {
 
 func assertEqual(t *testing.T, what string, got, want any) {
 	t.Helper()
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("%s:\n got %#v\nwant %#v", what, got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", what, diff)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 // Done when: drift introduced by editing a bucket's status by hand is
@@ -18,9 +19,9 @@ func TestHandEditedBucketIsRepaired(t *testing.T) {
 	acme := orgConsumer("acme-t9")
 	newRegistration(t, "t9-widgets", rt, organizationType)
 	newNamespace(t, "t9-tenant", tenantOf("acme-t9"))
-	newGrant(t, "t9", acme, allowance(rt, 10))
-	a := waitDecided(t, newClaim(t, "t9-tenant", "a", acme, req(rt, 2, nil)))
-	waitDecided(t, newClaim(t, "t9-tenant", "b", acme, req(rt, 3, nil)))
+	newGrant(t, "t9", acme, builders.Allowance(rt, 10))
+	a := waitDecided(t, newClaim(t, "t9-tenant", "a", acme, builders.Request(rt, 2, nil)))
+	waitDecided(t, newClaim(t, "t9-tenant", "b", acme, builders.Request(rt, 3, nil)))
 	key := bucketKey(acme, rt, nil)
 	truth := usage{10, 5, 0, 5}
 	wantBucket(t, key, truth)

@@ -1,13 +1,14 @@
 package controllers_test
 
 import (
-	"reflect"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 // Done when: a grant of projects 3 / cpu 4000 yields buckets {3,0,3} and
@@ -22,22 +23,22 @@ func TestGrantsMakeBucketsAndAClaimTakesFromThem(t *testing.T) {
 	newRegistration(t, "t1-cpu", cpu, organizationType)
 	newNamespace(t, "t1-tenant", tenantOf("acme-t1"))
 
-	newGrant(t, "t1-base", acme, allowance(projects, 3), allowance(cpu, 4000))
+	newGrant(t, "t1-base", acme, builders.Allowance(projects, 3), builders.Allowance(cpu, 4000))
 	wantBucket(t, bucketKey(acme, projects, nil), usage{3, 0, 0, 3})
 	wantBucket(t, bucketKey(acme, cpu, nil), usage{4000, 0, 0, 4000})
 
-	newGrant(t, "t1-more", acme, allowance(projects, 2), allowance(cpu, 2000))
+	newGrant(t, "t1-more", acme, builders.Allowance(projects, 2), builders.Allowance(cpu, 2000))
 	b := wantBucket(t, bucketKey(acme, projects, nil), usage{5, 0, 0, 5})
 	wantBucket(t, bucketKey(acme, cpu, nil), usage{6000, 0, 0, 6000})
 	wantRefs := []quotav1alpha1.ContributingGrantRef{
 		{Name: "t1-base", Namespace: sysNS, BucketIndex: 0, Amount: 3, ObservedGeneration: 1},
 		{Name: "t1-more", Namespace: sysNS, BucketIndex: 0, Amount: 2, ObservedGeneration: 1},
 	}
-	if !reflect.DeepEqual(b.Status.ContributingGrantRefs, wantRefs) || b.Namespace != sysNS {
-		t.Fatalf("bucket in %s contributed by %+v, want %s and %+v", b.Namespace, b.Status.ContributingGrantRefs, sysNS, wantRefs)
+	if diff := cmp.Diff(wantRefs, b.Status.ContributingGrantRefs); diff != "" || b.Namespace != sysNS {
+		t.Fatalf("bucket in %s, want %s; contributing grants (-want +got):\n%s", b.Namespace, sysNS, diff)
 	}
 
-	claim := waitDecided(t, newClaim(t, "t1-tenant", "one-project", acme, req(projects, 1, nil)))
+	claim := waitDecided(t, newClaim(t, "t1-tenant", "one-project", acme, builders.Request(projects, 1, nil)))
 	cond := grantedCondition(claim)
 	if cond.Status != metav1.ConditionTrue || cond.Reason != quotav1alpha1.ReasonQuotaAvailable ||
 		cond.Message != "granted 1 of t1.example.com/projects: available 4 of 5 (allocated 1, reserved 0)" {
@@ -52,8 +53,8 @@ func TestGrantsMakeBucketsAndAClaimTakesFromThem(t *testing.T) {
 	for i := range got {
 		got[i].LastTransitionTime = metav1.Time{}
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("allocations %+v\nwant %+v", got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("allocations (-want +got):\n%s", diff)
 	}
 	if claim.Status.ObservedGeneration != claim.Generation || len(claim.Finalizers) != 1 || claim.Finalizers[0] != quotav1alpha1.ClaimFinalizer {
 		t.Fatalf("observedGeneration %d (generation %d), finalizers %v", claim.Status.ObservedGeneration, claim.Generation, claim.Finalizers)
@@ -74,11 +75,11 @@ func TestLoweringGrantsRevokesNothing(t *testing.T) {
 	acme := orgConsumer("acme-t2")
 	newRegistration(t, "t2-projects", rt, organizationType)
 	newNamespace(t, "t2-tenant", tenantOf("acme-t2"))
-	g1 := newGrant(t, "t2-a", acme, allowance(rt, 3))
-	g2 := newGrant(t, "t2-b", acme, allowance(rt, 2))
+	g1 := newGrant(t, "t2-a", acme, builders.Allowance(rt, 3))
+	g2 := newGrant(t, "t2-b", acme, builders.Allowance(rt, 2))
 	key := bucketKey(acme, rt, nil)
 	wantBucket(t, key, usage{5, 0, 0, 5})
-	claim := waitDecided(t, newClaim(t, "t2-tenant", "four", acme, req(rt, 4, nil)))
+	claim := waitDecided(t, newClaim(t, "t2-tenant", "four", acme, builders.Request(rt, 4, nil)))
 	if grantedCondition(claim).Status != metav1.ConditionTrue {
 		t.Fatalf("claim not granted: %+v", grantedCondition(claim))
 	}
@@ -116,14 +117,14 @@ func TestBucketPreCreationFollowsSelectors(t *testing.T) {
 	acme := orgConsumer("acme-t3")
 	newRegistration(t, "t3-cpu", rt, organizationType, "region")
 	newNamespace(t, "t3-tenant", tenantOf("acme-t3"))
-	newGrant(t, "t3-dfw", acme, selected(rt, 1000, &metav1.LabelSelector{MatchLabels: map[string]string{"region": "dfw"}}))
-	newGrant(t, "t3-elsewhere", acme, selected(rt, 300, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-		{Key: "region", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"dfw"}}}}))
+	newGrant(t, "t3-dfw", acme, builders.SelectedAllowance(rt, &metav1.LabelSelector{MatchLabels: map[string]string{"region": "dfw"}}, 1000))
+	newGrant(t, "t3-elsewhere", acme, builders.SelectedAllowance(rt, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "region", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"dfw"}}}}, 300))
 	wantBucket(t, bucketKey(acme, rt, map[string]string{"region": "dfw"}), usage{1000, 0, 0, 1000})
 	if _, err := getBucket(bucketKey(acme, rt, map[string]string{"region": "lhr"})); err == nil {
 		t.Fatal("a bucket for a NotIn selector was pre-created")
 	}
-	claim := waitDecided(t, newClaim(t, "t3-tenant", "lhr", acme, req(rt, 100, map[string]string{"region": "lhr"})))
+	claim := waitDecided(t, newClaim(t, "t3-tenant", "lhr", acme, builders.Request(rt, 100, map[string]string{"region": "lhr"})))
 	if grantedCondition(claim).Message != "granted 100 of t3.example.com/cpu: available 200 of 300 (allocated 100, reserved 0)" {
 		t.Fatalf("Granted condition %+v", grantedCondition(claim))
 	}

@@ -9,6 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // Done when: grants users 15 / clusters 3 / projects 5: a claim {2, 5, 1}
@@ -23,9 +25,9 @@ func TestClaimsAreAllOrNothing(t *testing.T) {
 		newRegistration(t, name, rt, organizationType)
 	}
 	newNamespace(t, "t4-tenant", tenantOf("acme-t4"))
-	newGrant(t, "t4", acme, allowance(users, 15), allowance(clusters, 3), allowance(projects, 5))
+	newGrant(t, "t4", acme, builders.Allowance(users, 15), builders.Allowance(clusters, 3), builders.Allowance(projects, 5))
 
-	first := waitDecided(t, newClaim(t, "t4-tenant", "fits", acme, req(clusters, 2, nil), req(users, 5, nil), req(projects, 1, nil)))
+	first := waitDecided(t, newClaim(t, "t4-tenant", "fits", acme, builders.Request(clusters, 2, nil), builders.Request(users, 5, nil), builders.Request(projects, 1, nil)))
 	if c := grantedCondition(first); c.Status != metav1.ConditionTrue || c.Reason != quotav1alpha1.ReasonQuotaAvailable {
 		t.Fatalf("first claim: %+v", c)
 	}
@@ -34,7 +36,7 @@ func TestClaimsAreAllOrNothing(t *testing.T) {
 		wantBucket(t, bucketKey(acme, rt, nil), u)
 	}
 
-	second := waitDecided(t, newClaim(t, "t4-tenant", "too-many-users", acme, req(clusters, 1, nil), req(users, 20, nil), req(projects, 1, nil)))
+	second := waitDecided(t, newClaim(t, "t4-tenant", "too-many-users", acme, builders.Request(clusters, 1, nil), builders.Request(users, 20, nil), builders.Request(projects, 1, nil)))
 	c := grantedCondition(second)
 	if c.Status != metav1.ConditionFalse || c.Reason != quotav1alpha1.ReasonQuotaExceeded ||
 		c.Message != "quota exceeded: requested 20 of t4.example.com/users, available 10 of 15 (allocated 5, reserved 0)" {
@@ -64,12 +66,12 @@ func TestClaimsAreAllOrNothing(t *testing.T) {
 	for rt, u := range map[string]usage{clusters: {3, 0, 0, 3}, users: {15, 0, 0, 15}, projects: {5, 0, 0, 5}} {
 		wantBucket(t, bucketKey(acme, rt, nil), u)
 	}
-	eventually(t, settle, func() error {
+	testenv.Eventually(t, settle, "deleted claim gone", func() error {
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(first), first)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("deleted claim still there (%v), finalizers %v", err, first.Finalizers)
+		return fmt.Errorf("deleted claim still there (%w), finalizers %v", err, first.Finalizers)
 	})
 
 	// The denied claim would fit now, but its decision stands.
@@ -97,11 +99,11 @@ func TestClaimValidatedWhenDecided(t *testing.T) {
 	newRegistration(t, "t5-projects", rt, organizationType)
 	newNamespace(t, "t5-tenant", tenantOf("acme-t5"))
 	newNamespace(t, "t5-outsider", nil)
-	newGrant(t, "t5", acme, allowance(rt, 5))
+	newGrant(t, "t5", acme, builders.Allowance(rt, 5))
 
-	claim := claimObject("t5-outsider", "unchecked", acme, req(rt, 1, nil), req("t5.example.com/unknown", 1, nil))
+	claim := claimObject("t5-outsider", "unchecked", acme, builders.Request(rt, 1, nil), builders.Request("t5.example.com/unknown", 1, nil))
 	withoutClaimValidation(t, func() {
-		eventually(t, settle, func() error { return k8s.Create(ctx, claim) })
+		testenv.Eventually(t, settle, "unchecked claim created", func() error { return k8s.Create(ctx, claim) })
 	})
 	claim = waitDecided(t, claim)
 	c := grantedCondition(claim)

@@ -2,9 +2,9 @@ package controllers_test
 
 import (
 	"fmt"
-	"reflect"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -12,6 +12,8 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/builders"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // effectiveGrants lists the effective grants of a consumer and resource
@@ -32,7 +34,7 @@ func effectiveGrants(c ledger.Consumer, rt string) (map[string]quotav1alpha1.Eff
 
 func wantEffective(t *testing.T, c ledger.Consumer, rt string, namespaces []string, want quotav1alpha1.EffectiveResourceGrantStatus) {
 	t.Helper()
-	eventually(t, settle, func() error {
+	testenv.Eventually(t, settle, "EffectiveResourceGrant of "+rt, func() error {
 		got, err := effectiveGrants(c, rt)
 		if err != nil {
 			return err
@@ -45,8 +47,8 @@ func wantEffective(t *testing.T, c ledger.Consumer, rt string, namespaces []stri
 			if !ok {
 				return fmt.Errorf("no effective grant in %s", ns)
 			}
-			if !reflect.DeepEqual(e.Status, want) {
-				return fmt.Errorf("effective grant in %s: %+v\nwant %+v", ns, e.Status, want)
+			if diff := cmp.Diff(want, e.Status); diff != "" {
+				return fmt.Errorf("effective grant in %s (-want +got):\n%s", ns, diff)
 			}
 		}
 		return nil
@@ -67,7 +69,7 @@ func TestEffectiveGrantsFollowTheConsumersNamespaces(t *testing.T) {
 		{Amount: 1000, DimensionSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"region": "dfw"}}},
 		{Amount: 500, DimensionSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"region": "lhr"}}},
 	}})
-	waitDecided(t, newClaim(t, "t15-a", "c", acme, req(rt, 200, map[string]string{"region": "lhr"})))
+	waitDecided(t, newClaim(t, "t15-a", "c", acme, builders.Request(rt, 200, map[string]string{"region": "lhr"})))
 	dfw, lhr := bucketKey(acme, rt, map[string]string{"region": "dfw"}), bucketKey(acme, rt, map[string]string{"region": "lhr"})
 	wantBucket(t, dfw, usage{1000, 0, 0, 1000})
 	wantBucket(t, lhr, usage{500, 200, 0, 300})

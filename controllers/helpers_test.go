@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +18,8 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/controllers"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/builders"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // settle bounds how long the controllers may take to converge. Everything
@@ -27,23 +28,6 @@ import (
 const settle = 30 * time.Second
 
 var ctx = context.Background()
-
-// eventually polls check until it returns nil, failing with its last error
-// after timeout.
-func eventually(t *testing.T, timeout time.Duration, check func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %v", timeout, err)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
 
 func orgConsumer(name string) ledger.Consumer {
 	return ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: name}
@@ -55,7 +39,7 @@ var organizationType = quotav1alpha1.ConsumerTypeRef{APIGroup: "resourcemanager.
 
 func newNamespace(t *testing.T, name string, labels map[string]string) {
 	t.Helper()
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}); err != nil {
+	if err := k8s.Create(ctx, builders.Namespace(name).Labels(labels).Obj()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -67,13 +51,8 @@ func tenantOf(org string) map[string]string {
 
 func newRegistration(t *testing.T, name, rt string, consumer quotav1alpha1.ConsumerTypeRef, dims ...string) *quotav1alpha1.ResourceRegistration {
 	t.Helper()
-	reg := &quotav1alpha1.ResourceRegistration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: quotav1alpha1.ResourceRegistrationSpec{
-			ConsumerTypeRef: consumer, Type: quotav1alpha1.RegistrationTypeAllocation, ResourceType: rt,
-			BaseUnit: "unit", Dimensions: dims, ClaimingResources: []quotav1alpha1.GroupKind{{Kind: "ConfigMap"}},
-		},
-	}
+	reg := builders.Registration(name, rt).Consumer(consumer).Type(quotav1alpha1.RegistrationTypeAllocation).
+		BaseUnit("unit").Dimensions(dims...).ClaimingResources(quotav1alpha1.GroupKind{Kind: "ConfigMap"}).Obj()
 	if err := k8s.Create(ctx, reg); err != nil {
 		t.Fatal(err)
 	}
@@ -81,23 +60,9 @@ func newRegistration(t *testing.T, name, rt string, consumer quotav1alpha1.Consu
 	return reg
 }
 
-func allowance(rt string, amounts ...int64) quotav1alpha1.Allowance {
-	a := quotav1alpha1.Allowance{ResourceType: rt}
-	for _, n := range amounts {
-		a.Buckets = append(a.Buckets, quotav1alpha1.GrantBucket{Amount: n})
-	}
-	return a
-}
-
-func selected(rt string, amount int64, sel *metav1.LabelSelector) quotav1alpha1.Allowance {
-	return quotav1alpha1.Allowance{ResourceType: rt, Buckets: []quotav1alpha1.GrantBucket{{Amount: amount, DimensionSelector: sel}}}
-}
-
+// grantObject is a grant for c where c's buckets live.
 func grantObject(name string, c ledger.Consumer, allowances ...quotav1alpha1.Allowance) *quotav1alpha1.ResourceGrant {
-	return &quotav1alpha1.ResourceGrant{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(c), sysNS)},
-		Spec:       quotav1alpha1.ResourceGrantSpec{ConsumerRef: ledgerconv.ConsumerRef(c), Allowances: allowances},
-	}
+	return builders.Grant(name, quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(c), sysNS)).Consumer(ledgerconv.ConsumerRef(c)).Allowances(allowances...).Obj()
 }
 
 // newGrant creates a grant where its consumer's buckets live and waits for
@@ -117,7 +82,7 @@ func newGrant(t *testing.T, name string, c ledger.Consumer, allowances ...quotav
 func waitCondition(t *testing.T, obj client.Object, typ string, status metav1.ConditionStatus, reason string) string {
 	t.Helper()
 	var msg string
-	eventually(t, settle, func() error {
+	testenv.Eventually(t, settle, "condition "+typ, func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
@@ -143,15 +108,8 @@ func waitCondition(t *testing.T, obj client.Object, typ string, status metav1.Co
 	return msg
 }
 
-func req(rt string, amount int64, dims map[string]string) quotav1alpha1.ResourceRequest {
-	return quotav1alpha1.ResourceRequest{ResourceType: rt, Amount: amount, Dimensions: dims}
-}
-
 func claimObject(ns, name string, c ledger.Consumer, reqs ...quotav1alpha1.ResourceRequest) *quotav1alpha1.ResourceClaim {
-	return &quotav1alpha1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       quotav1alpha1.ResourceClaimSpec{ConsumerRef: ledgerconv.ConsumerRef(c), Requests: reqs},
-	}
+	return builders.Claim(name, ns).Consumer(ledgerconv.ConsumerRef(c)).Requests(reqs...).Obj()
 }
 
 func newClaim(t *testing.T, ns, name string, c ledger.Consumer, reqs ...quotav1alpha1.ResourceRequest) *quotav1alpha1.ResourceClaim {
@@ -167,7 +125,7 @@ func newClaim(t *testing.T, ns, name string, c ledger.Consumer, reqs ...quotav1a
 // claim as decided.
 func waitDecided(t *testing.T, claim *quotav1alpha1.ResourceClaim) *quotav1alpha1.ResourceClaim {
 	t.Helper()
-	eventually(t, settle, func() error {
+	testenv.Eventually(t, settle, "claim "+claim.Name+" decided", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
 			return err
 		}
@@ -214,7 +172,7 @@ func usageOf(b *quotav1alpha1.AllowanceBucket) usage {
 func wantBucket(t *testing.T, key ledger.BucketKey, want usage) *quotav1alpha1.AllowanceBucket {
 	t.Helper()
 	var b *quotav1alpha1.AllowanceBucket
-	eventually(t, settle, func() error {
+	testenv.Eventually(t, settle, "bucket "+key.ResourceType+" figures", func() error {
 		var err error
 		if b, err = getBucket(key); err != nil {
 			return fmt.Errorf("bucket %s %s: %w", key.ResourceType, key.Dimensions, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -89,7 +88,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	gkPort, err := freePort()
+	gkPort, err := testenv.FreePort()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -127,15 +126,6 @@ func needEnv(t *testing.T) {
 	if env == nil {
 		t.Skip("needs a control plane; skipped in -short mode")
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // managerRun is one run of the quotakeeper manager, as cmd/quotakeeper-manager
@@ -210,7 +200,7 @@ func startManager() (*managerRun, error) {
 	case <-m.Elected():
 	case err := <-run.done:
 		cancel()
-		return nil, fmt.Errorf("manager exited: %v", err)
+		return nil, fmt.Errorf("manager exited: %w", err)
 	case <-time.After(60 * time.Second):
 		cancel()
 		return nil, fmt.Errorf("manager not elected in 60s")
@@ -237,7 +227,7 @@ func waitWebhookServer(s webhook.Server) error {
 // webhook server and lease are gone when stop returns.
 func (r *managerRun) stop() {
 	r.cancel()
-	<-r.done
+	<-r.done //nolint:errcheck // stopping is the point; how the run ended is not this test's concern
 }
 
 // restartManager stops the manager, runs whileDown, and starts a new one.
@@ -290,7 +280,7 @@ func startGatekeeperSide(port int) (*gatekeeperSide, error) {
 
 func (g *gatekeeperSide) stop() {
 	g.cancel()
-	<-g.done
+	<-g.done //nolint:errcheck // stopping is the point; how the run ended is not this test's concern
 }
 
 func timeoutCtx(d time.Duration) context.Context {

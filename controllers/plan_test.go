@@ -1,11 +1,11 @@
 package controllers
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -91,8 +91,8 @@ func TestPlanRepairFollowsTheClaims(t *testing.T) {
 		Allocations: map[string]int64{"granted-wrong": 3, "granted-missing": 4, "object-uid": 1},
 		Remove:      []string{"denied", "orphan"},
 	}
-	if !reflect.DeepEqual(fix, want) {
-		t.Fatalf("fix = %+v\nwant %+v", fix, want)
+	if diff := cmp.Diff(want, fix); diff != "" {
+		t.Fatalf("fix (-want +got):\n%s", diff)
 	}
 }
 
@@ -105,8 +105,8 @@ func TestPlanRepairAgreeingBucketIsLeftAlone(t *testing.T) {
 	}
 	// A missing bucket with granted claims is re-created from them.
 	fix, drifted := planRepair(key, nil, claims)
-	if !drifted || !reflect.DeepEqual(fix.Allocations, map[string]int64{"a": 2, "b": 2}) || fix.Rewrite {
-		t.Fatalf("missing bucket: drifted=%v fix=%+v", drifted, fix)
+	if diff := cmp.Diff(map[string]int64{"a": 2, "b": 2}, fix.Allocations); !drifted || diff != "" || fix.Rewrite {
+		t.Fatalf("missing bucket: drifted=%v rewrite=%v, allocations (-want +got):\n%s", drifted, fix.Rewrite, diff)
 	}
 }
 
@@ -155,8 +155,8 @@ func TestPrecreatedKeys(t *testing.T) {
 	for _, k := range keys {
 		got = append(got, k.Dimensions)
 	}
-	if want := []string{"", "region=dfw,tier=gold", "region=lhr"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("pre-created dimension sets %q, want %q", got, want)
+	if diff := cmp.Diff([]string{"", "region=dfw,tier=gold", "region=lhr"}, got); diff != "" {
+		t.Fatalf("pre-created dimension sets (-want +got):\n%s", diff)
 	}
 }
 

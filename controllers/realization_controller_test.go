@@ -2,11 +2,11 @@ package controllers_test
 
 import (
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +14,8 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/builders"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // newReservingNamespace is a namespace whose ConfigMaps the admission side
@@ -22,11 +24,11 @@ func newReservingNamespace(t *testing.T, name string, limit int64) ledger.Consum
 	t.Helper()
 	newNamespace(t, name, map[string]string{reserveLabel: "true"})
 	c := nsConsumer(name)
-	newGrant(t, name+"-configmaps", c, allowance(rtConfigMaps, limit))
+	newGrant(t, name+"-configmaps", c, builders.Allowance(rtConfigMaps, limit))
 	wantBucket(t, bucketKey(c, rtConfigMaps, nil), usage{limit, 0, 0, limit})
 	// The admission side decides with its own mirror: wait until it sees
 	// the grant too, as Gatekeeper would have by the time a tenant acts.
-	eventually(t, settle, func() error {
+	testenv.Eventually(t, settle, "admission mirror sees the grant", func() error {
 		if len(gk.mirror.GrantsFor(c, rtConfigMaps)) == 0 {
 			return fmt.Errorf("admission side has no grant for %s yet", name)
 		}
@@ -70,10 +72,10 @@ func TestReservationBecomesAnOwnedClaim(t *testing.T) {
 		t.Fatalf("create ConfigMap: %v", err)
 	}
 	var claim quotav1alpha1.ResourceClaim
-	eventually(t, settle, func() error {
+	testenv.Eventually(t, settle, "claim of the ConfigMap", func() error {
 		claims, err := realizationClaims(ns, string(cm.UID))
 		if err != nil || len(claims) != 1 {
-			return fmt.Errorf("claims owned by the ConfigMap: %d, %v", len(claims), err)
+			return fmt.Errorf("claims owned by the ConfigMap: %d, %w", len(claims), err)
 		}
 		claim = claims[0]
 		return nil
@@ -90,8 +92,8 @@ func TestReservationBecomesAnOwnedClaim(t *testing.T) {
 		Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: rtConfigMaps, Amount: 1}},
 		ResourceRef: &quotav1alpha1.ObjectRef{Kind: "ConfigMap", Namespace: ns, Name: "settings", UID: string(cm.UID)},
 	}
-	if !reflect.DeepEqual(claim.Spec, wantSpec) {
-		t.Fatalf("claim spec %+v\nwant %+v", claim.Spec, wantSpec)
+	if diff := cmp.Diff(wantSpec, claim.Spec); diff != "" {
+		t.Fatalf("claim spec (-want +got):\n%s", diff)
 	}
 	decided := waitDecided(t, &claim)
 	if c := grantedCondition(decided); c.Status != metav1.ConditionTrue || c.Reason != quotav1alpha1.ReasonQuotaAvailable ||
@@ -114,9 +116,9 @@ func TestReservationBecomesAnOwnedClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantBucket(t, key, usage{3, 0, 0, 3})
-	eventually(t, settle, func() error {
+	testenv.Eventually(t, settle, "decided claim gone", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(decided), decided); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("claim still there (%v), finalizers %v", err, decided.Finalizers)
+			return fmt.Errorf("claim still there (%w), finalizers %v", err, decided.Finalizers)
 		}
 		return nil
 	})

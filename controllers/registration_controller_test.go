@@ -9,6 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // A second registration of an active resource type is refused, and takes
@@ -47,7 +49,7 @@ func TestGrantFollowsItsRegistration(t *testing.T) {
 	acme := orgConsumer("acme-t11")
 	reg := newRegistration(t, "t11-cpu", rt, organizationType, "region")
 	dfw := bucketKey(acme, rt, map[string]string{"region": "dfw"})
-	g := newGrant(t, "t11", acme, selected(rt, 500, &metav1.LabelSelector{MatchLabels: map[string]string{"region": "dfw"}}))
+	g := newGrant(t, "t11", acme, builders.SelectedAllowance(rt, &metav1.LabelSelector{MatchLabels: map[string]string{"region": "dfw"}}, 500))
 	wantBucket(t, dfw, usage{500, 0, 0, 500})
 
 	setDimensions := func(dims ...string) {
@@ -82,9 +84,9 @@ func deleteAndWait(t *testing.T, obj client.Object) {
 	if err := k8s.Delete(ctx, obj); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, settle, func() error {
+	testenv.Eventually(t, settle, "registration gone", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("%s still there (%v)", obj.GetName(), err)
+			return fmt.Errorf("%s still there (%w)", obj.GetName(), err)
 		}
 		return nil
 	})

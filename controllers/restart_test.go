@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // Done when: restarting the manager mid-way loses nothing. While it is
@@ -27,14 +29,14 @@ func TestRestartLosesNothing(t *testing.T) {
 	ns := "t8-restart"
 	c := newReservingNamespace(t, ns, 10)
 	newRegistration(t, "t8-widgets", widgets, quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"})
-	newGrant(t, "t8-widgets", c, allowance(widgets, 10))
-	kept := waitDecided(t, newClaim(t, ns, "kept", c, req(widgets, 3, nil)))
-	released := waitDecided(t, newClaim(t, ns, "released", c, req(widgets, 2, nil)))
+	newGrant(t, "t8-widgets", c, builders.Allowance(widgets, 10))
+	kept := waitDecided(t, newClaim(t, ns, "kept", c, builders.Request(widgets, 3, nil)))
+	released := waitDecided(t, newClaim(t, ns, "released", c, builders.Request(widgets, 2, nil)))
 	widgetKey, cmKey := bucketKey(c, widgets, nil), bucketKey(c, rtConfigMaps, nil)
 	wantBucket(t, widgetKey, usage{10, 5, 0, 5})
 
 	// Mid-way: a claim the manager may or may not have decided when it stops.
-	midway := newClaim(t, ns, "midway", c, req(widgets, 1, nil))
+	midway := newClaim(t, ns, "midway", c, builders.Request(widgets, 1, nil))
 	admitted := configMap(ns, "admitted", nil)
 
 	restartManager(t, func() {
@@ -75,13 +77,13 @@ func TestRestartLosesNothing(t *testing.T) {
 	if grantedCondition(midway).Status != metav1.ConditionTrue {
 		t.Fatalf("midway claim: %+v", grantedCondition(midway))
 	}
-	eventually(t, settle, func() error {
+	testenv.Eventually(t, settle, "released claim gone", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(released), released); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("released claim still there (%v)", err)
+			return fmt.Errorf("released claim still there (%w)", err)
 		}
 		claims, err := realizationClaims(ns, string(admitted.UID))
 		if err != nil || len(claims) != 1 {
-			return fmt.Errorf("claims of the admitted ConfigMap: %d, %v", len(claims), err)
+			return fmt.Errorf("claims of the admitted ConfigMap: %d, %w", len(claims), err)
 		}
 		if cond := grantedCondition(&claims[0]); cond.Status != metav1.ConditionTrue {
 			return fmt.Errorf("admitted ConfigMap's claim: %+v", cond)

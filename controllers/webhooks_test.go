@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // Done when: each webhook rejection is asserted with its message, field by
@@ -21,7 +23,7 @@ func TestWebhooksRejectBadGrants(t *testing.T) {
 	const cpu, held = "t12.example.com/cpu", "t12.example.com/held"
 	acme := orgConsumer("acme-t12")
 	newRegistration(t, "t12-cpu", cpu, organizationType, "region")
-	newGrant(t, "t12-big", acme, allowance(cpu, math.MaxInt64-10))
+	newGrant(t, "t12-big", acme, builders.Allowance(cpu, math.MaxInt64-10))
 
 	// A registration being deleted (held by a finalizer) is not active.
 	heldReg := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "t12-held", Finalizers: []string{"quotakeeper-test/hold"}},
@@ -48,26 +50,26 @@ func TestWebhooksRejectBadGrants(t *testing.T) {
 		field string
 		want  string
 	}{
-		{"unknown resource type", grantObject("t12-unknown", acme, allowance("t12.example.com/unknown", 1)),
+		{"unknown resource type", grantObject("t12-unknown", acme, builders.Allowance("t12.example.com/unknown", 1)),
 			"spec.allowances[0].resourceType", `Invalid value: "t12.example.com/unknown": no ResourceRegistration declares this resource type`},
-		{"inactive resource type", grantObject("t12-inactive", acme, allowance(held, 1)),
+		{"inactive resource type", grantObject("t12-inactive", acme, builders.Allowance(held, 1)),
 			"spec.allowances[0].resourceType", `Invalid value: "t12.example.com/held": ResourceRegistration "t12-held" for this resource type is not active: it is being deleted`},
-		{"undeclared dimension", grantObject("t12-zone", acme, selected(cpu, 1, &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}})),
+		{"undeclared dimension", grantObject("t12-zone", acme, builders.SelectedAllowance(cpu, &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}, 1)),
 			"spec.allowances[0].buckets[0].dimensionSelector.matchLabels[zone]", `Invalid value: "zone": dimension "zone" is not declared by ResourceRegistration "t12-cpu" (it declares region)`},
-		{"malformed selector", grantObject("t12-malformed", acme, selected(cpu, 1, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-			{Key: "region", Operator: metav1.LabelSelectorOpIn}}})),
+		{"malformed selector", grantObject("t12-malformed", acme, builders.SelectedAllowance(cpu, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "region", Operator: metav1.LabelSelectorOpIn}}}, 1)),
 			"spec.allowances[0].buckets[0].dimensionSelector.matchExpressions[0].values", "Required value: must be specified when `operator` is 'In' or 'NotIn'"},
 		{"amounts overflow", grantObject("t12-overflow", acme, quotav1alpha1.Allowance{ResourceType: cpu, Buckets: []quotav1alpha1.GrantBucket{
 			{Amount: math.MaxInt64, DimensionSelector: dfw}, {Amount: 1}}}),
 			"spec.allowances[0].buckets[1].amount", `Invalid value: 1: the amounts of t12.example.com/cpu in this grant sum past the int64 maximum 9223372036854775807`},
-		{"overflow with the other grants", grantObject("t12-more", acme, allowance(cpu, 11)),
+		{"overflow with the other grants", grantObject("t12-more", acme, builders.Allowance(cpu, 11)),
 			"spec.allowances[0]", `Invalid value: "t12.example.com/cpu": with the other grants for resourcemanager.miloapis.com/Organization "acme-t12" (such as "t12-big"), the amounts of t12.example.com/cpu sum past the int64 maximum 9223372036854775807`},
 		{"wrong consumer kind", func() *quotav1alpha1.ResourceGrant {
-			g := grantObject("t12-kind", nsConsumer(sysNS), allowance(cpu, 1))
+			g := grantObject("t12-kind", nsConsumer(sysNS), builders.Allowance(cpu, 1))
 			return g
 		}(), "spec.consumerRef", `Invalid value: "Namespace": resource type "t12.example.com/cpu" is consumed by resourcemanager.miloapis.com/Organization (ResourceRegistration "t12-cpu")`},
 		{"outside the consumer's namespace", func() *quotav1alpha1.ResourceGrant {
-			g := grantObject("t12-elsewhere", acme, allowance(cpu, 1))
+			g := grantObject("t12-elsewhere", acme, builders.Allowance(cpu, 1))
 			g.Namespace = "default"
 			return g
 		}(), "metadata.namespace", `Invalid value: "default": grants for resourcemanager.miloapis.com/Organization "acme-t12" live in namespace "quotakeeper-system", with its buckets`},
@@ -82,7 +84,7 @@ func TestWebhooksRejectBadGrants(t *testing.T) {
 	}
 
 	// An update is judged on its new spec.
-	g := newGrant(t, "t12-ok", acme, selected(cpu, 1, dfw))
+	g := newGrant(t, "t12-ok", acme, builders.SelectedAllowance(cpu, dfw, 1))
 	patch := client.MergeFrom(g.DeepCopy())
 	g.Spec.Allowances[0].Buckets[0].DimensionSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
 	requireInvalid(t, k8s.Patch(ctx, g, patch), "spec.allowances[0].buckets[0].dimensionSelector.matchLabels[tier]",
@@ -103,16 +105,16 @@ func TestWebhooksRejectBadClaims(t *testing.T) {
 		field string
 		want  string
 	}{
-		{"namespace not of the consumer", claimObject("t13-outsider", "c1", acme, req(cpu, 1, nil)),
+		{"namespace not of the consumer", claimObject("t13-outsider", "c1", acme, builders.Request(cpu, 1, nil)),
 			"spec.consumerRef", `Forbidden: namespace "t13-outsider" does not belong to resourcemanager.miloapis.com/Organization "acme-t13": it needs the label resourcemanager.miloapis.com/organization=acme-t13`},
-		{"another namespace's quota", claimObject("t13-outsider", "c2", nsConsumer("t13-tenant"), req(rtConfigMaps, 1, nil)),
+		{"another namespace's quota", claimObject("t13-outsider", "c2", nsConsumer("t13-tenant"), builders.Request(rtConfigMaps, 1, nil)),
 			"spec.consumerRef", `Forbidden: a claim in namespace "t13-outsider" may not claim the quota of namespace "t13-tenant"`},
-		{"unknown resource type", claimObject("t13-tenant", "c3", acme, req("t13.example.com/unknown", 1, nil)),
+		{"unknown resource type", claimObject("t13-tenant", "c3", acme, builders.Request("t13.example.com/unknown", 1, nil)),
 			"spec.requests[0].resourceType", `Invalid value: "t13.example.com/unknown": no ResourceRegistration declares this resource type`},
-		{"undeclared dimension", claimObject("t13-tenant", "c4", acme, req(cpu, 1, map[string]string{"zone": "a"})),
+		{"undeclared dimension", claimObject("t13-tenant", "c4", acme, builders.Request(cpu, 1, map[string]string{"zone": "a"})),
 			"spec.requests[0].dimensions[zone]", `Invalid value: "zone": dimension "zone" is not declared by ResourceRegistration "t13-cpu" (it declares region)`},
 		{"reservation id set by a tenant", func() *quotav1alpha1.ResourceClaim {
-			c := claimObject("t13-tenant", "c5", acme, req(cpu, 1, nil))
+			c := claimObject("t13-tenant", "c5", acme, builders.Request(cpu, 1, nil))
 			c.Annotations = map[string]string{quotav1alpha1.ReservationIDAnnotation: "someone-elses-uid"}
 			return c
 		}(), "metadata.annotations[quota.miloapis.com/reservation-id]", `Forbidden: only the quotakeeper manager sets this annotation, on the claims it creates from admission reservations`},
@@ -129,7 +131,7 @@ func TestWebhooksRejectBadClaims(t *testing.T) {
 	// The manager may set the annotation: such a claim records a
 	// reservation, and is not judged (here its namespace does not belong to
 	// the consumer, which would refuse any other claim).
-	record := claimObject("t13-outsider", "record", acme, req(cpu, 1, nil))
+	record := claimObject("t13-outsider", "record", acme, builders.Request(cpu, 1, nil))
 	record.Annotations = map[string]string{quotav1alpha1.ReservationIDAnnotation: "t13-object-uid"}
 	if err := managerClient(t).Create(ctx, record); err != nil {
 		t.Fatalf("the manager's record refused: %v", err)
@@ -142,7 +144,7 @@ func TestWebhooksRejectBadClaims(t *testing.T) {
 
 	// The mutating webhook gives a claim its finalizer; the annotation
 	// cannot be added (or changed) later.
-	claim := newClaim(t, "t13-tenant", "ok", acme, req(cpu, 1, map[string]string{"region": "dfw"}))
+	claim := newClaim(t, "t13-tenant", "ok", acme, builders.Request(cpu, 1, map[string]string{"region": "dfw"}))
 	if len(claim.Finalizers) != 1 || claim.Finalizers[0] != quotav1alpha1.ClaimFinalizer {
 		t.Fatalf("finalizers on create: %v", claim.Finalizers)
 	}
@@ -194,13 +196,13 @@ func withoutClaimValidation(t *testing.T, fn func()) {
 			t.Fatal(err)
 		}
 		// A tenant's claim on another namespace's quota is refused again.
-		probe := claimObject("default", "probe", nsConsumer("kube-system"), req(rtConfigMaps, 1, nil))
-		eventually(t, settle, func() error {
+		probe := claimObject("default", "probe", nsConsumer("kube-system"), builders.Request(rtConfigMaps, 1, nil))
+		testenv.Eventually(t, settle, "claim validation back", func() error {
 			err := k8s.Create(ctx, probe, client.DryRunAll)
 			if apierrors.IsInvalid(err) {
 				return nil
 			}
-			return fmt.Errorf("claim validation not back yet: %v", err)
+			return fmt.Errorf("claim validation not back yet: %w", err)
 		})
 	}
 	var kept []admissionv1.ValidatingWebhook

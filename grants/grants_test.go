@@ -9,20 +9,19 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 var acme = v1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}
 
-func grant(allowances ...v1alpha1.Allowance) *v1alpha1.ResourceGrant {
-	return &v1alpha1.ResourceGrant{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "quotakeeper-system", Name: "acme-compute", Generation: 4},
-		Spec:       v1alpha1.ResourceGrantSpec{ConsumerRef: acme, Allowances: allowances},
-	}
+// acmeCompute starts the grant every test here converts or checks.
+func acmeCompute() *builders.GrantWrapper {
+	return builders.Grant("acme-compute", "quotakeeper-system").Generation(4).Consumer(acme)
 }
 
 func TestFromResourceGrantNumbersBucketAmountsAcrossAllowances(t *testing.T) {
 	dfw := &metav1.LabelSelector{MatchLabels: map[string]string{"networking.datumapis.com/location": "DFW"}}
-	g := grant(
+	g := acmeCompute().Allowances(
 		v1alpha1.Allowance{ResourceType: "compute/cpu", Buckets: []v1alpha1.GrantBucket{
 			{Amount: 100000},
 			{Amount: 500000, DimensionSelector: dfw},
@@ -30,7 +29,7 @@ func TestFromResourceGrantNumbersBucketAmountsAcrossAllowances(t *testing.T) {
 		v1alpha1.Allowance{ResourceType: "compute/instances", Buckets: []v1alpha1.GrantBucket{
 			{Amount: 10, DimensionSelector: &metav1.LabelSelector{}},
 		}},
-	)
+	).Obj()
 	got, err := grants.FromResourceGrant(g)
 	if err != nil {
 		t.Fatal(err)
@@ -71,12 +70,12 @@ func TestFromResourceGrantNumbersBucketAmountsAcrossAllowances(t *testing.T) {
 }
 
 func TestFromResourceGrantRejectsInvalidGrantsWithFieldPaths(t *testing.T) {
-	g := grant(v1alpha1.Allowance{ResourceType: "", Buckets: []v1alpha1.GrantBucket{
+	g := acmeCompute().Allowances(v1alpha1.Allowance{ResourceType: "", Buckets: []v1alpha1.GrantBucket{
 		{Amount: -1},
 		{Amount: 1, DimensionSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: "zone", Operator: "Near", Values: []string{"a"}},
 		}}},
-	}})
+	}}).Obj()
 	g.Spec.ConsumerRef.Name = ""
 	out, err := grants.FromResourceGrant(g)
 	if out != nil {

@@ -1,16 +1,18 @@
 package grants
 
 import (
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 var acme = ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}
@@ -21,32 +23,17 @@ const (
 )
 
 func grantObj(name string, generation int64, active *bool, allowances ...quotav1alpha1.Allowance) *quotav1alpha1.ResourceGrant {
-	g := &quotav1alpha1.ResourceGrant{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "quotakeeper-system", Name: name, Generation: generation},
-		Spec: quotav1alpha1.ResourceGrantSpec{
-			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: acme.APIGroup, Kind: acme.Kind, Name: acme.Name},
-			Allowances:  allowances,
-		},
-	}
+	g := builders.Grant(name, "quotakeeper-system").Generation(generation).
+		Consumer(quotav1alpha1.ConsumerRef{APIGroup: acme.APIGroup, Kind: acme.Kind, Name: acme.Name}).Allowances(allowances...)
 	if active != nil {
 		status := metav1.ConditionFalse
 		if *active {
 			status = metav1.ConditionTrue
 		}
-		g.Status.Conditions = []metav1.Condition{{Type: quotav1alpha1.ConditionActive, Status: status, ObservedGeneration: generation, Reason: "Test"}}
+		g.Condition(quotav1alpha1.ConditionActive, status, "Test")
 	}
-	return g
+	return g.Obj()
 }
-
-func allowance(rt string, amounts ...int64) quotav1alpha1.Allowance {
-	a := quotav1alpha1.Allowance{ResourceType: rt}
-	for _, n := range amounts {
-		a.Buckets = append(a.Buckets, quotav1alpha1.GrantBucket{Amount: n})
-	}
-	return a
-}
-
-func ptr[T any](v T) *T { return &v }
 
 // amounts summarizes GrantsFor as "id=amount,..." for exact comparison.
 func amounts(m *Mirror, c ledger.Consumer, rt string) string {
@@ -64,10 +51,10 @@ func TestActiveNeedsTheCurrentGeneration(t *testing.T) {
 		evaluated, active bool
 	}{
 		{"no condition", grantObj("g", 1, nil), false, false},
-		{"active", grantObj("g", 1, ptr(true)), true, true},
-		{"inactive", grantObj("g", 1, ptr(false)), true, false},
+		{"active", grantObj("g", 1, ptr.To(true)), true, true},
+		{"inactive", grantObj("g", 1, ptr.To(false)), true, false},
 		{"active for an older generation", func() *quotav1alpha1.ResourceGrant {
-			g := grantObj("g", 2, ptr(true))
+			g := grantObj("g", 2, ptr.To(true))
 			g.Status.Conditions[0].ObservedGeneration = 1
 			return g
 		}(), false, false},
@@ -82,8 +69,8 @@ func TestActiveNeedsTheCurrentGeneration(t *testing.T) {
 // Active (fail closed).
 func TestUnconvertibleActiveGrantCountsNothing(t *testing.T) {
 	m := NewMirror()
-	m.observe(grantObj("g", 1, ptr(true), allowance(rtProjects, 3)))
-	bad := grantObj("g", 2, ptr(true), quotav1alpha1.Allowance{ResourceType: rtProjects, Buckets: []quotav1alpha1.GrantBucket{{
+	m.observe(grantObj("g", 1, ptr.To(true), builders.Allowance(rtProjects, 3)))
+	bad := grantObj("g", 2, ptr.To(true), quotav1alpha1.Allowance{ResourceType: rtProjects, Buckets: []quotav1alpha1.GrantBucket{{
 		Amount: 1, DimensionSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "region", Operator: "In"}}},
 	}}})
 	m.observe(bad)
@@ -98,8 +85,8 @@ func TestMirrorCountsOnlyActiveGrants(t *testing.T) {
 	cancel := m.Subscribe(func(c Change) { changes = append(changes, c) })
 	defer cancel()
 
-	m.observe(grantObj("pending", 1, nil, allowance(rtProjects, 7)))
-	m.observe(grantObj("refused", 1, ptr(false), allowance(rtProjects, 9)))
+	m.observe(grantObj("pending", 1, nil, builders.Allowance(rtProjects, 7)))
+	m.observe(grantObj("refused", 1, ptr.To(false), builders.Allowance(rtProjects, 9)))
 	if got := amounts(m, acme, rtProjects); got != "" {
 		t.Fatalf("unjudged and inactive grants counted: %s", got)
 	}
@@ -107,7 +94,7 @@ func TestMirrorCountsOnlyActiveGrants(t *testing.T) {
 		t.Fatalf("changes for grants that count nothing: %v", changes)
 	}
 
-	m.observe(grantObj("g", 1, ptr(true), allowance(rtProjects, 3), allowance(rtCPU, 4000)))
+	m.observe(grantObj("g", 1, ptr.To(true), builders.Allowance(rtProjects, 3), builders.Allowance(rtCPU, 4000)))
 	if got := amounts(m, acme, rtProjects); got != "quotakeeper-system/g#0=3" {
 		t.Fatalf("projects = %s", got)
 	}
@@ -115,20 +102,20 @@ func TestMirrorCountsOnlyActiveGrants(t *testing.T) {
 		t.Fatalf("cpu = %s", got)
 	}
 	want := []Change{{acme, rtCPU}, {acme, rtProjects}}
-	if !reflect.DeepEqual(changes, want) {
-		t.Fatalf("changes = %v, want %v", changes, want)
+	if diff := cmp.Diff(want, changes); diff != "" {
+		t.Fatalf("changes (-want +got):\n%s", diff)
 	}
 
 	// A status-only update (same generation and amounts) changes nothing.
 	changes = nil
-	m.observe(grantObj("g", 1, ptr(true), allowance(rtProjects, 3), allowance(rtCPU, 4000)))
+	m.observe(grantObj("g", 1, ptr.To(true), builders.Allowance(rtProjects, 3), builders.Allowance(rtCPU, 4000)))
 	if len(changes) != 0 {
 		t.Fatalf("a no-op update notified %v", changes)
 	}
 
 	// An edit not judged yet keeps the amounts last seen active.
-	m.observe(grantObj("g", 2, nil, allowance(rtProjects, 1)))
-	g2 := grantObj("g", 2, ptr(true), allowance(rtProjects, 1))
+	m.observe(grantObj("g", 2, nil, builders.Allowance(rtProjects, 1)))
+	g2 := grantObj("g", 2, ptr.To(true), builders.Allowance(rtProjects, 1))
 	g2.Status.Conditions[0].ObservedGeneration = 1
 	m.observe(g2)
 	if got := amounts(m, acme, rtCPU); got != "quotakeeper-system/g#1=4000" {
@@ -136,24 +123,24 @@ func TestMirrorCountsOnlyActiveGrants(t *testing.T) {
 	}
 
 	// Judged active: the shrunk grant replaces the old one, dropping cpu.
-	m.observe(grantObj("g", 2, ptr(true), allowance(rtProjects, 1)))
+	m.observe(grantObj("g", 2, ptr.To(true), builders.Allowance(rtProjects, 1)))
 	if got := amounts(m, acme, rtProjects) + ";" + amounts(m, acme, rtCPU); got != "quotakeeper-system/g#0=1;" {
 		t.Fatalf("after shrink: %s", got)
 	}
 	want = []Change{{acme, rtCPU}, {acme, rtProjects}}
-	if !reflect.DeepEqual(changes, want) {
-		t.Fatalf("changes = %v, want %v", changes, want)
+	if diff := cmp.Diff(want, changes); diff != "" {
+		t.Fatalf("changes (-want +got):\n%s", diff)
 	}
 
 	// Judged inactive: dropped at once.
-	m.observe(grantObj("g", 3, ptr(false), allowance(rtProjects, 1)))
+	m.observe(grantObj("g", 3, ptr.To(false), builders.Allowance(rtProjects, 1)))
 	if got := amounts(m, acme, rtProjects); got != "" {
 		t.Fatalf("inactive grant still counts: %s", got)
 	}
 
 	// Deleted, including through a tombstone.
-	m.observe(grantObj("h", 1, ptr(true), allowance(rtProjects, 2)))
-	m.forget(toolscache.DeletedFinalStateUnknown{Key: "quotakeeper-system/h", Obj: grantObj("h", 1, ptr(true))})
+	m.observe(grantObj("h", 1, ptr.To(true), builders.Allowance(rtProjects, 2)))
+	m.forget(toolscache.DeletedFinalStateUnknown{Key: "quotakeeper-system/h", Obj: grantObj("h", 1, ptr.To(true))})
 	if got := amounts(m, acme, rtProjects); got != "" {
 		t.Fatalf("deleted grant still counts: %s", got)
 	}
@@ -164,14 +151,14 @@ func TestMirrorCountsOnlyActiveGrants(t *testing.T) {
 
 func TestSubscribeStartsFromCurrentPairs(t *testing.T) {
 	m := NewMirror()
-	m.observe(grantObj("g", 1, ptr(true), allowance(rtProjects, 3)))
+	m.observe(grantObj("g", 1, ptr.To(true), builders.Allowance(rtProjects, 3)))
 	var got []Change
 	cancel := m.Subscribe(func(c Change) { got = append(got, c) })
-	if want := []Change{{acme, rtProjects}}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("snapshot = %v, want %v", got, want)
+	if diff := cmp.Diff([]Change{{acme, rtProjects}}, got); diff != "" {
+		t.Fatalf("snapshot (-want +got):\n%s", diff)
 	}
 	cancel()
-	m.observe(grantObj("g", 2, ptr(true), allowance(rtProjects, 4)))
+	m.observe(grantObj("g", 2, ptr.To(true), builders.Allowance(rtProjects, 4)))
 	if len(got) != 1 {
 		t.Fatalf("cancelled subscriber still notified: %v", got)
 	}

@@ -30,9 +30,9 @@ func TestGrantSet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.Set(ledger.Grant{ID: "ns/other#0", Consumer: project("q"), ResourceType: rtProjects, Amount: 1})
+	_ = s.Set(ledger.Grant{ID: "ns/other#0", Consumer: project("q"), ResourceType: rtProjects, Amount: 1})
 	// Re-setting an ID may move it to another consumer.
-	s.Set(ledger.Grant{ID: "ns/c#0", Consumer: project("q"), ResourceType: rtProjects, Amount: 1})
+	_ = s.Set(ledger.Grant{ID: "ns/c#0", Consumer: project("q"), ResourceType: rtProjects, Amount: 1})
 	ids := func(gs []ledger.Grant) []string {
 		var out []string
 		for _, g := range gs {

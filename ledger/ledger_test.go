@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"math"
-	"reflect"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
@@ -71,8 +72,8 @@ func TestAdditiveGrants(t *testing.T) {
 	}
 	b, _, _ := f.store.Get(f.ctx, projectsKey)
 	wantGrants := []ledger.GrantContribution{{GrantID: "ns/a#0", Amount: 3, Generation: 1}, {GrantID: "ns/b#0", Amount: 2, Generation: 1}}
-	if b.Limit != 5 || !reflect.DeepEqual(b.Grants, wantGrants) {
-		t.Fatalf("bucket limit %d grants %+v, want 5 %+v", b.Limit, b.Grants, wantGrants)
+	if diff := cmp.Diff(wantGrants, b.Grants); b.Limit != 5 || diff != "" {
+		t.Fatalf("bucket limit %d, want 5; grants (-want +got):\n%s", b.Limit, diff)
 	}
 	if d := mustReserve(t, f, claim("c2", req(project("p"), rtProjects, 1, nil))); d.Granted {
 		t.Fatal("reserve beyond 3+2 granted")
@@ -174,8 +175,8 @@ func TestOverflow(t *testing.T) {
 		if err := f.ledger.Realize(f.ctx, claim("one", req(project("p"), rtProjects, 1, nil))); !errors.Is(err, ledger.ErrOverflow) {
 			t.Fatalf("realize that overflows: err = %v, want ErrOverflow", err)
 		}
-		if after := snapshot(t, f); !reflect.DeepEqual(before, after) {
-			t.Fatalf("overflowing calls changed state:\n%+v\n%+v", before, after)
+		if diff := cmp.Diff(before, snapshot(t, f)); diff != "" {
+			t.Fatalf("overflowing calls changed state (-before +after):\n%s", diff)
 		}
 	})
 	t.Run("merged requests", func(t *testing.T) {
@@ -226,8 +227,8 @@ func TestValidation(t *testing.T) {
 					t.Fatalf("err = %v, want ValidationError %q", err, tc.want)
 				}
 			}
-			if after := snapshot(t, f); !reflect.DeepEqual(before, after) {
-				t.Fatalf("invalid claim changed state:\n%+v\n%+v", before, after)
+			if diff := cmp.Diff(before, snapshot(t, f)); diff != "" {
+				t.Fatalf("invalid claim changed state (-before +after):\n%s", diff)
 			}
 		})
 	}
@@ -244,11 +245,11 @@ func TestIdempotentReplay(t *testing.T) {
 	}
 	state := snapshot(t, f)
 	f.clock.now = f.clock.now.Add(time.Minute) // a replay must not extend the reservation
-	if again := mustReserve(t, f, c); !reflect.DeepEqual(first, again) {
-		t.Fatalf("replay decision differs:\n%+v\n%+v", first, again)
+	if diff := cmp.Diff(first, mustReserve(t, f, c)); diff != "" {
+		t.Fatalf("replay decision differs (-first +again):\n%s", diff)
 	}
-	if after := snapshot(t, f); !reflect.DeepEqual(state, after) {
-		t.Fatalf("replay changed state:\n%+v\n%+v", state, after)
+	if diff := cmp.Diff(state, snapshot(t, f)); diff != "" {
+		t.Fatalf("replay changed state (-before +after):\n%s", diff)
 	}
 	// The org bucket has 1 left, but the replay (even with a larger amount,
 	// even through Allocate) is already held: granted, nothing added.
@@ -256,8 +257,8 @@ func TestIdempotentReplay(t *testing.T) {
 	if d := mustAllocate(t, f, bigger); !d.Granted {
 		t.Fatalf("replay via Allocate denied: %s", d.Message())
 	}
-	if after := snapshot(t, f); !reflect.DeepEqual(state, after) {
-		t.Fatalf("replay via Allocate changed state:\n%+v\n%+v", state, after)
+	if diff := cmp.Diff(state, snapshot(t, f)); diff != "" {
+		t.Fatalf("replay via Allocate changed state (-before +after):\n%s", diff)
 	}
 	// After realization a replay still changes nothing.
 	if err := f.ledger.Realize(f.ctx, c); err != nil {
@@ -271,8 +272,8 @@ func TestIdempotentReplay(t *testing.T) {
 	if err := f.ledger.Realize(f.ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if after := snapshot(t, f); !reflect.DeepEqual(realized, after) {
-		t.Fatalf("replayed reserve/realize changed state:\n%+v\n%+v", realized, after)
+	if diff := cmp.Diff(realized, snapshot(t, f)); diff != "" {
+		t.Fatalf("replayed reserve/realize changed state (-before +after):\n%s", diff)
 	}
 }
 
@@ -319,8 +320,8 @@ func TestRollbackOnRefusal(t *testing.T) {
 			if full == "first" {
 				wantWrites = map[ledger.BucketKey]int{} // refused first: the other is only read
 			}
-			if !reflect.DeepEqual(counting.writes, wantWrites) {
-				t.Fatalf("writes %v, want %v", counting.writes, wantWrites)
+			if diff := cmp.Diff(wantWrites, counting.writes); diff != "" {
+				t.Fatalf("writes (-want +got):\n%s", diff)
 			}
 			if d.Granted {
 				t.Fatal("claim over the full bucket granted")
@@ -333,14 +334,14 @@ func TestRollbackOnRefusal(t *testing.T) {
 					Limit: 5, Allocated: 5, Reserved: 0, Available: 0,
 					Message: "requested 1 of resourcemanager.miloapis.com/projects, available 0 of 5 (allocated 5, reserved 0)"},
 			}}
-			if !reflect.DeepEqual(d, want) {
-				t.Fatalf("decision:\n got %+v\nwant %+v", d, want)
+			if diff := cmp.Diff(want, d); diff != "" {
+				t.Fatalf("decision (-want +got):\n%s", diff)
 			}
 			if got := d.Message(); got != want.Requests[1].Message {
 				t.Fatalf("Message() = %q", got)
 			}
-			if after := snapshot(t, f); !reflect.DeepEqual(before, after) {
-				t.Fatalf("denied claim left state changed:\n%+v\n%+v", before, after)
+			if diff := cmp.Diff(before, snapshot(t, f)); diff != "" {
+				t.Fatalf("denied claim left state changed (-before +after):\n%s", diff)
 			}
 			f.wantUsage(t, fitsKey, ledger.Usage{Limit: 10, Allocated: 1, Reserved: 1, Available: 8})
 		})

@@ -35,10 +35,10 @@ func TestMemoryStoreCopies(t *testing.T) {
 	got.Grants[0].Amount = 100
 	leaked.Reservations["x"] = ledger.Reservation{Amount: 100}
 	leaked.Allocations["y"] = 100
-	b, ok, _ := s.Get(ctx, key)
+	b, _, _ := s.Get(ctx, key)
 	b.Allocations["z"] = 100
 	b.Grants[0].Amount = 100
-	b, ok, err = s.Get(ctx, key)
+	b, ok, err := s.Get(ctx, key)
 	if err != nil || !ok {
 		t.Fatalf("Get: %v %v", ok, err)
 	}
@@ -63,8 +63,8 @@ func TestMemoryStoreMutateErrorWritesNothing(t *testing.T) {
 	if list, _ := s.List(ctx); len(list) != 0 {
 		t.Fatalf("List = %+v", list)
 	}
-	s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Limit = 1; return nil })
-	s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Limit = 2; return boom })
+	_, _ = s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Limit = 1; return nil })
+	_, _ = s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Limit = 2; return boom })
 	if b, _, _ := s.Get(ctx, key); b.Limit != 1 {
 		t.Fatalf("failed Apply changed limit to %d", b.Limit)
 	}
@@ -83,7 +83,7 @@ func TestMemoryStoreListSortedByName(t *testing.T) {
 	s := ledger.NewMemoryStore()
 	for i := range 50 {
 		key := ledger.NewBucketKey(project(fmt.Sprint(i)), rtProjects, nil)
-		s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Limit = int64(i); return nil })
+		_, _ = s.Apply(ctx, key, func(b *ledger.Bucket) error { b.Limit = int64(i); return nil })
 	}
 	list, err := s.List(ctx)
 	if err != nil || len(list) != 50 {
@@ -103,7 +103,7 @@ func TestMemoryStoreApplyAtomic(t *testing.T) {
 	for i := range 32 {
 		wg.Go(func() {
 			for range 100 {
-				s.Apply(ctx, keys[i%2], func(b *ledger.Bucket) error {
+				_, _ = s.Apply(ctx, keys[i%2], func(b *ledger.Bucket) error {
 					b.Limit++
 					if b.Allocations == nil {
 						b.Allocations = map[string]int64{}

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"maps"
 	"math/rand"
-	"reflect"
 	"slices"
 	"sort"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/quotakeeper/quotakeeper/ledger"
@@ -399,14 +399,14 @@ func (s conflictStore) Apply(ctx context.Context, key ledger.BucketKey, mutate f
 		given := b.DeepCopy()
 		lost := b.DeepCopy()
 		errLost := mutate(&lost)
-		if errLost != nil && !reflect.DeepEqual(lost, given) {
-			s.t.Errorf("failing mutate (%v) changed bucket %s:\n%+v\n%+v", errLost, key, given, lost)
+		if errLost != nil && !cmp.Equal(lost, given) {
+			s.t.Errorf("failing mutate (%v) changed bucket %s (-given +after):\n%s", errLost, key, cmp.Diff(given, lost))
 		}
 		err := mutate(b)
-		if fmt.Sprint(err) != fmt.Sprint(errLost) || (err == nil && !reflect.DeepEqual(*b, lost)) {
+		if fmt.Sprint(err) != fmt.Sprint(errLost) || (err == nil && !cmp.Equal(*b, lost)) {
 			s.t.Errorf("mutate of %s not pure: %v then %v", key, errLost, err)
 		}
-		if err != nil && !reflect.DeepEqual(*b, given) {
+		if err != nil && !cmp.Equal(*b, given) {
 			s.t.Errorf("failing mutate (%v) changed bucket %s", err, key)
 		}
 		return err
@@ -526,8 +526,8 @@ func runModel(t *testing.T, seed int64, steps int) {
 
 func compareDecision(t *testing.T, step int, op string, c ledger.Claim, got, want ledger.Decision) {
 	t.Helper()
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("step %d %s %+v:\n got %+v\nwant %+v", step, op, c, got, want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("step %d %s %+v (-want +got):\n%s", step, op, c, diff)
 	}
 }
 

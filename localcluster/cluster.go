@@ -243,7 +243,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 	}
 	var ports [4]int
 	for j := range ports {
-		port, err := freePort()
+		port, err := testenv.FreePort()
 		if err != nil {
 			return nil, "", err
 		}
@@ -334,11 +334,11 @@ func (c *Cluster) startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	health, err := freePort()
+	health, err := testenv.FreePort()
 	if err != nil {
 		return err
 	}
-	metrics, err := freePort()
+	metrics, err := testenv.FreePort()
 	if err != nil {
 		return err
 	}

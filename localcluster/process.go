@@ -3,7 +3,6 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -103,14 +102,4 @@ func (p *Process) Stop() {
 	case <-time.After(10 * time.Second):
 		p.Kill()
 	}
-}
-
-// freePort returns a loopback port nobody listens on now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 const (
@@ -21,41 +22,23 @@ const (
 var org = quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}
 
 func reg(name, rt string, state string, dims ...string) quotav1alpha1.ResourceRegistration {
-	r := quotav1alpha1.ResourceRegistration{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 2},
-		Spec: quotav1alpha1.ResourceRegistrationSpec{
-			ConsumerTypeRef: quotav1alpha1.ConsumerTypeRef{APIGroup: org.APIGroup, Kind: org.Kind},
-			ResourceType:    rt, Dimensions: dims,
-		},
-	}
+	r := builders.Registration(name, rt).Generation(2).
+		Consumer(quotav1alpha1.ConsumerTypeRef{APIGroup: org.APIGroup, Kind: org.Kind}).Dimensions(dims...)
 	switch state {
 	case "active":
-		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionTrue, ObservedGeneration: 2}}
+		r.Condition("Active", metav1.ConditionTrue, 2, "")
 	case "refused":
-		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionFalse, ObservedGeneration: 2, Message: "already registered by first"}}
+		r.Condition("Active", metav1.ConditionFalse, 2, "already registered by first")
 	case "stale":
-		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionTrue, ObservedGeneration: 1}}
+		r.Condition("Active", metav1.ConditionTrue, 1, "")
 	case "deleting":
-		r.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionTrue, ObservedGeneration: 2}}
-		r.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+		r.Condition("Active", metav1.ConditionTrue, 2, "").Deleting(time.Unix(1, 0))
 	}
-	return r
+	return *r.Obj()
 }
 
-func grant(ns string, allowances ...quotav1alpha1.Allowance) *quotav1alpha1.ResourceGrant {
-	return &quotav1alpha1.ResourceGrant{
-		ObjectMeta: metav1.ObjectMeta{Name: "g", Namespace: ns},
-		Spec:       quotav1alpha1.ResourceGrantSpec{ConsumerRef: org, Allowances: allowances},
-	}
-}
-
-func amounts(rt string, sel *metav1.LabelSelector, amounts ...int64) quotav1alpha1.Allowance {
-	a := quotav1alpha1.Allowance{ResourceType: rt}
-	for _, n := range amounts {
-		a.Buckets = append(a.Buckets, quotav1alpha1.GrantBucket{Amount: n, DimensionSelector: sel})
-	}
-	return a
-}
+// orgGrant starts org's grant "g" in ns.
+func orgGrant(ns string) *builders.GrantWrapper { return builders.Grant("g", ns).Consumer(org) }
 
 // errorsOf renders a verdict's errors one per line, as the API would.
 func errorsOf(v Verdict) string {
@@ -128,24 +111,24 @@ func TestValidateGrant(t *testing.T) {
 		want    string
 		pending string
 	}{
-		{"valid", grant(sysNS, amounts(rtProjects, nil, 3), amounts(rtCPU, region("region"), 4000)), "", ""},
-		{"wrong namespace", grant("team-a", amounts(rtProjects, nil, 3)),
+		{"valid", orgGrant(sysNS).Allowance(rtProjects, 3).SelectedAllowance(rtCPU, region("region"), 4000).Obj(), "", ""},
+		{"wrong namespace", orgGrant("team-a").Allowance(rtProjects, 3).Obj(),
 			`metadata.namespace: Invalid value: "team-a": grants for resourcemanager.miloapis.com/Organization "acme" live in namespace "quotakeeper-system", with its buckets`, ""},
-		{"unknown resource type", grant(sysNS, amounts("x/unknown", nil, 1)),
+		{"unknown resource type", orgGrant(sysNS).Allowance("x/unknown", 1).Obj(),
 			`spec.allowances[0].resourceType: Invalid value: "x/unknown": no ResourceRegistration declares this resource type`, ""},
-		{"inactive resource type", grant(sysNS, amounts("x/deleting", nil, 1)),
+		{"inactive resource type", orgGrant(sysNS).Allowance("x/deleting", 1).Obj(),
 			`spec.allowances[0].resourceType: Invalid value: "x/deleting": ResourceRegistration "deleting" for this resource type is not active: it is being deleted`, ""},
-		{"pending registration", grant(sysNS, amounts("x/new", nil, 1)), "",
+		{"pending registration", orgGrant(sysNS).Allowance("x/new", 1).Obj(), "",
 			`spec.allowances[0].resourceType: ResourceRegistration "new" for "x/new" has not been judged active yet`},
-		{"undeclared matchLabels key", grant(sysNS, amounts(rtCPU, region("zone"), 1)),
+		{"undeclared matchLabels key", orgGrant(sysNS).SelectedAllowance(rtCPU, region("zone"), 1).Obj(),
 			`spec.allowances[0].buckets[0].dimensionSelector.matchLabels[zone]: Invalid value: "zone": dimension "zone" is not declared by ResourceRegistration "cpu" (it declares region)`, ""},
-		{"undeclared expression key", grant(sysNS, amounts(rtProjects, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-			{Key: "tier", Operator: metav1.LabelSelectorOpExists}}}, 1)),
+		{"undeclared expression key", orgGrant(sysNS).SelectedAllowance(rtProjects, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "tier", Operator: metav1.LabelSelectorOpExists}}}, 1).Obj(),
 			`spec.allowances[0].buckets[0].dimensionSelector.matchExpressions[0].key: Invalid value: "tier": dimension "tier" is not declared by ResourceRegistration "projects" (it declares none)`, ""},
-		{"malformed selector", grant(sysNS, amounts(rtCPU, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-			{Key: "region", Operator: metav1.LabelSelectorOpIn}}}, 1)),
+		{"malformed selector", orgGrant(sysNS).SelectedAllowance(rtCPU, &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "region", Operator: metav1.LabelSelectorOpIn}}}, 1).Obj(),
 			"spec.allowances[0].buckets[0].dimensionSelector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'", ""},
-		{"overflow", grant(sysNS, amounts(rtProjects, nil, math.MaxInt64, 1, 1)),
+		{"overflow", orgGrant(sysNS).Allowance(rtProjects, math.MaxInt64, 1, 1).Obj(),
 			`spec.allowances[0].buckets[1].amount: Invalid value: 1: the amounts of resourcemanager.miloapis.com/projects in this grant sum past the int64 maximum 9223372036854775807`, ""},
 	}
 	for _, tc := range cases {
@@ -163,7 +146,7 @@ func TestValidateGrant(t *testing.T) {
 
 func TestValidateGrantConsumerKind(t *testing.T) {
 	cat := NewCatalog([]quotav1alpha1.ResourceRegistration{reg("projects", rtProjects, "active")})
-	g := grant("team-a", amounts(rtProjects, nil, 1))
+	g := orgGrant("team-a").Allowance(rtProjects, 1).Obj()
 	g.Spec.ConsumerRef = quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"}
 	want := `spec.consumerRef: Invalid value: "Namespace": resource type "resourcemanager.miloapis.com/projects" is consumed by resourcemanager.miloapis.com/Organization (ResourceRegistration "projects")`
 	if got := errorsOf(ValidateGrant(g, cat, sysNS)); got != want {
@@ -172,13 +155,13 @@ func TestValidateGrantConsumerKind(t *testing.T) {
 }
 
 func TestValidateGrantTotals(t *testing.T) {
-	g := grant(sysNS, amounts(rtProjects, nil, 10), amounts(rtCPU, nil, 1))
+	g := orgGrant(sysNS).Allowance(rtProjects, 10).Allowance(rtCPU, 1).Obj()
 	g.Name = "new"
-	other := *grant(sysNS, amounts(rtProjects, nil, math.MaxInt64-5))
+	other := *orgGrant(sysNS).Allowance(rtProjects, math.MaxInt64-5).Obj()
 	other.Name = "big"
-	self := *grant(sysNS, amounts(rtProjects, nil, math.MaxInt64))
+	self := *orgGrant(sysNS).Allowance(rtProjects, math.MaxInt64).Obj()
 	self.Name = "new" // the stored version of the grant being updated does not count
-	foreign := *grant(sysNS, amounts(rtProjects, nil, math.MaxInt64))
+	foreign := *orgGrant(sysNS).Allowance(rtProjects, math.MaxInt64).Obj()
 	foreign.Name, foreign.Spec.ConsumerRef.Name = "foreign", "other-org"
 
 	errs := ValidateGrantTotals(g, []quotav1alpha1.ResourceGrant{self, foreign, other})

@@ -31,6 +31,8 @@ func org(name string) ledger.Consumer {
 	return ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: name}
 }
 
+// grant is an engine value, not an API object (test/builders makes those):
+// a ledger.Grant is one struct literal, so it stays beside the tests.
 func grant(id string, c ledger.Consumer, resourceType string, amount int64) ledger.Grant {
 	return ledger.Grant{ID: id, Generation: 1, Consumer: c, ResourceType: resourceType, Amount: amount, Selector: labels.Everything()}
 }

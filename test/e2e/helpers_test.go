@@ -17,6 +17,8 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/builders"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 const orgGroup = "resourcemanager.miloapis.com"
@@ -25,22 +27,6 @@ var (
 	namespaceConsumer = quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"}
 	orgConsumer       = quotav1alpha1.ConsumerTypeRef{APIGroup: orgGroup, Kind: "Organization"}
 )
-
-// eventually polls cond until it returns nil or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after %s: %v", what, timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
 
 func create(t *testing.T, obj client.Object) {
 	t.Helper()
@@ -51,21 +37,16 @@ func create(t *testing.T, obj client.Object) {
 
 func namespace(t *testing.T, name string, labels map[string]string) {
 	t.Helper()
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})
+	create(t, builders.Namespace(name).Labels(labels).Obj())
 }
 
 func registration(t *testing.T, resourceType string, typ quotav1alpha1.RegistrationType, consumer quotav1alpha1.ConsumerTypeRef) {
 	t.Helper()
 	name := strings.NewReplacer("/", "-", ".", "-").Replace(resourceType)
-	reg := &quotav1alpha1.ResourceRegistration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: quotav1alpha1.ResourceRegistrationSpec{
-			ConsumerTypeRef: consumer, Type: typ, ResourceType: resourceType, BaseUnit: "count",
-			ClaimingResources: []quotav1alpha1.GroupKind{{Kind: "ConfigMap"}},
-		},
-	}
+	reg := builders.Registration(name, resourceType).Consumer(consumer).Type(typ).BaseUnit("count").
+		ClaimingResources(quotav1alpha1.GroupKind{Kind: "ConfigMap"}).Obj()
 	create(t, reg)
-	eventually(t, time.Minute, "registration "+name+" Active", func() error {
+	testenv.Eventually(t, time.Minute, "registration "+name+" Active", func() error {
 		got := &quotav1alpha1.ResourceRegistration{}
 		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(reg), got); err != nil {
 			return err
@@ -82,17 +63,9 @@ func registration(t *testing.T, resourceType string, typ quotav1alpha1.Registrat
 func grant(t *testing.T, name string, consumer quotav1alpha1.ConsumerRef, resourceType string, amount int64) {
 	t.Helper()
 	ns := quotav1alpha1.BucketNamespace(consumer, quotav1alpha1.DefaultSystemNamespace)
-	g := &quotav1alpha1.ResourceGrant{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: quotav1alpha1.ResourceGrantSpec{
-			ConsumerRef: consumer,
-			Allowances: []quotav1alpha1.Allowance{{
-				ResourceType: resourceType, Buckets: []quotav1alpha1.GrantBucket{{Amount: amount}},
-			}},
-		},
-	}
+	g := builders.Grant(name, ns).Consumer(consumer).Allowance(resourceType, amount).Obj()
 	create(t, g)
-	eventually(t, time.Minute, "grant "+name+" Active", func() error {
+	testenv.Eventually(t, time.Minute, "grant "+name+" Active", func() error {
 		got := &quotav1alpha1.ResourceGrant{}
 		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(g), got); err != nil {
 			return err
@@ -123,7 +96,7 @@ func quotaEntity(t *testing.T, name string, namespaces []string, parameters map[
 	if err := cluster.Apply(context.Background(), time.Minute, c); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "constraint "+name+" enforced by every replica", func() error {
+	testenv.Eventually(t, 2*time.Minute, "constraint "+name+" enforced by every replica", func() error {
 		got := &unstructured.Unstructured{}
 		got.SetGroupVersionKind(c.GroupVersionKind())
 		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, got); err != nil {
@@ -199,7 +172,7 @@ func bucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType strin
 // waitBucket waits until the bucket shows allocated and reserved.
 func waitBucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string, allocated, reserved int64) {
 	t.Helper()
-	eventually(t, time.Minute, fmt.Sprintf("bucket %s %s at allocated %d reserved %d", consumer.Name, resourceType, allocated, reserved), func() error {
+	testenv.Eventually(t, time.Minute, fmt.Sprintf("bucket %s %s at allocated %d reserved %d", consumer.Name, resourceType, allocated, reserved), func() error {
 		st := bucket(t, consumer, resourceType)
 		if st.Allocated != allocated || st.Reserved != reserved {
 			return fmt.Errorf("limit %d allocated %d reserved %d available %d", st.Limit, st.Allocated, st.Reserved, st.Available)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 const loadLabel = "e2e.quota/load"
@@ -76,7 +77,7 @@ func TestConcurrentCreatorsAcrossReplicas(t *testing.T) {
 	stop := make(chan struct{})
 	done := make(chan int64)
 	go func() { done <- load(namespaces, 50, "p1", stop) }()
-	eventually(t, 2*time.Minute, "the limit reached", func() error {
+	testenv.Eventually(t, 2*time.Minute, "the limit reached", func() error {
 		if n := liveObjects(t, "p1"); n < limit {
 			return fmt.Errorf("%d live", n)
 		}

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // With a grant of 3, three ConfigMaps are admitted, the fourth is denied
@@ -118,7 +119,7 @@ func TestAllocationClaims(t *testing.T) {
 			},
 		}
 		create(t, claim)
-		eventually(t, time.Minute, "claim "+name+" decided", func() error {
+		testenv.Eventually(t, time.Minute, "claim "+name+" decided", func() error {
 			if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(claim), claim); err != nil {
 				return err
 			}

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 const denyLaterLabel = "e2e.quota/deny-later"
@@ -91,7 +92,7 @@ func TestReservationsExpireAndDryRunConsumesNothing(t *testing.T) {
 	denyLater(t, ns)
 
 	// Wait until the second webhook is in the chain.
-	eventually(t, time.Minute, "deny-later webhook serving", func() error {
+	testenv.Eventually(t, time.Minute, "deny-later webhook serving", func() error {
 		err := cluster.Client.Create(context.Background(),
 			configMap(ns, "probe", map[string]string{denyLaterLabel: "true"}), client.DryRunAll)
 		if err == nil || !strings.Contains(err.Error(), "denied later") {
@@ -110,7 +111,7 @@ func TestReservationsExpireAndDryRunConsumesNothing(t *testing.T) {
 		t.Fatalf("after the later denial: allocated %d reserved %d reservations %+v", st.Allocated, st.Reserved, st.Reservations)
 	}
 	// It expires after the TTL, and nothing leaks.
-	eventually(t, reservationTTL+45*time.Second, "reservation expired", func() error {
+	testenv.Eventually(t, reservationTTL+45*time.Second, "reservation expired", func() error {
 		if st := bucket(t, consumer, rt); st.Reserved != 0 || st.Allocated != 0 {
 			return errors.New("still held")
 		}
@@ -143,7 +144,7 @@ func TestReservationsExpireAndDryRunConsumesNothing(t *testing.T) {
 // waitAudit waits until Gatekeeper's audit of a constraint has run after since.
 func waitAudit(t *testing.T, kind, name string, since time.Time) {
 	t.Helper()
-	eventually(t, time.Minute, "an audit of "+name, func() error {
+	testenv.Eventually(t, time.Minute, "an audit of "+name, func() error {
 		c := &unstructured.Unstructured{}
 		c.SetAPIVersion("constraints.gatekeeper.sh/v1beta1")
 		c.SetKind(kind)

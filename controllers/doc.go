@@ -1,6 +1,6 @@
 // Package controllers keeps every quota object true. Each controller is
 // thin: decisions and arithmetic live in the ledger, validation rules in
-// package webhooks, and a controller only reads the cluster, asks, and writes
+// package validation, and a controller only reads the cluster, asks, and writes
 // down the answer.
 //
 // Each controller lives in <kind>_controller.go, its helpers in

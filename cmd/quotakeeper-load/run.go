@@ -131,6 +131,10 @@ func runOnce(ctx context.Context, cfg config, replicas int) ([]string, error) {
 		results[id] = r
 	}
 	h.summary(results)
+	if data, err := os.ReadFile(c.Manager.LogPath); err == nil {
+		h.printf("manager log: %d lines report a bucket write conflict (\"Operation cannot be fulfilled\")\n",
+			bytes.Count(data, []byte("Operation cannot be fulfilled")))
+	}
 	return h.violations, nil
 }
 
@@ -257,7 +261,7 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 		return nil, ctx.Err()
 	}
 	h.printf("%s: %d creates, %d admitted, %d denied by quota, %d failed in %s: %.1f/s, p50 %s, p99 %s\n",
-		r.title(), r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(100*time.Millisecond), r.rate(), r.p(50), r.p(99))
+		r.title(), r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(10*time.Millisecond), r.rate(), r.p(50), r.p(99))
 	h.printFailures(&r.failures)
 
 	switch id {
@@ -367,7 +371,7 @@ func (h *harness) prefill(ctx context.Context, namespaces []string, org quotav1a
 		return ctx.Err()
 	}
 	h.printf("(f) prefill: %d creates, %d admitted, %d denied by quota, %d failed in %s (%.1f/s, p50 %s, p99 %s)\n",
-		r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(100*time.Millisecond), r.rate(), r.p(50), r.p(99))
+		r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(10*time.Millisecond), r.rate(), r.p(50), r.p(99))
 	h.printFailures(&r.failures)
 	return h.settle(ctx, "(f) prefill", namespaces, org)
 }

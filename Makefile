@@ -21,7 +21,7 @@ GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build generate verify lint vet test unit bench testbin gatekeeper manager e2e run clean help
+.PHONY: all build generate verify lint vet test unit bench testbin gatekeeper manager e2e run load clean help
 
 all: build
 
@@ -130,6 +130,13 @@ manager: ## The quotakeeper manager (controllers and webhooks) as bin/quotakeepe
 
 run: testbin gatekeeper manager ## The main job: a local control plane with Gatekeeper, the plugin and examples.
 	go run ./cmd/quotakeeper-local --gatekeeper $(GATEKEEPER) --manager $(MANAGER)
+
+# Flags for cmd/quotakeeper-load, e.g. a quick run:
+#   make load LOAD_FLAGS='-replicas 1 -namespaces 10 -creates 5 -creators 10 -prefill 200'
+LOAD_FLAGS ?=
+
+load: testbin gatekeeper manager ## Load run (issue 10): creates through phases a-f on a local cluster, per Gatekeeper replica count; not part of test.
+	go run ./cmd/quotakeeper-load --gatekeeper $(GATEKEEPER) --manager $(MANAGER) $(LOAD_FLAGS)
 
 clean: ## Remove build outputs (keeps the cached test binaries).
 	rm -rf vendor _output

@@ -47,6 +47,11 @@ type Options struct {
 	// ReservationTTL is passed to Gatekeeper's plugin and the manager; zero
 	// keeps their default.
 	ReservationTTL time.Duration
+	// AuditInterval is how often each Gatekeeper audits, in whole seconds.
+	// Zero keeps the test bed's 5 s, which shows audit results quickly; a
+	// load run passes Gatekeeper's own default (60 s), since audit competes
+	// with admission for the CPU.
+	AuditInterval time.Duration
 }
 
 // Cluster is a running local cluster.
@@ -269,7 +274,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 			"--prometheus-port=" + fmt.Sprint(prom),
 			"--enable-k8s-native-validation=false",
 			"--log-denies",
-			"--audit-interval=5",
+			"--audit-interval=" + fmt.Sprint(c.auditSeconds()),
 			"--api-cache-dir=" + auditDir,
 		}, c.ttlArg("--quota-reservation-ttl")...),
 		Env:     []string{"POD_NAMESPACE=" + GatekeeperNamespace, "POD_NAME=" + name},
@@ -361,6 +366,13 @@ func (c *Cluster) startManager(ctx context.Context) error {
 		return err
 	}
 	return c.webhooks.Install(c.Config)
+}
+
+func (c *Cluster) auditSeconds() int64 {
+	if c.opts.AuditInterval <= 0 {
+		return 5
+	}
+	return max(1, int64(c.opts.AuditInterval/time.Second))
 }
 
 func (c *Cluster) ttlArg(flag string) []string {

@@ -1,0 +1,138 @@
+// Command quotakeeper-load is `make load`: the load harness of issue 10. It
+// starts the local cluster (package localcluster: etcd, kube-apiserver,
+// Gatekeeper with the plugin behind the loopback balancer, the manager) at
+// Gatekeeper's default audit interval, then measures ConfigMap creates from
+// many concurrent creators through six phases, each a run of its own on
+// namespaces of its own:
+//
+//	(a) no constraint matches
+//	(b) a no-op constraint (a template that never denies)
+//	(c) a QuotaEntity constraint on one Organization bucket shared by every
+//	    namespace of the phase, with plenty of quota
+//	(d) in-tree ResourceQuota, one per namespace
+//	(e) the shared quota of (c) with a limit of half the creates
+//	(f) the shared quota of (c) with many objects already counted (prefilled
+//	    through the same quota path)
+//
+// For each it prints the rate, p50/p99 latency and failures; for the quota
+// phases, after quiescence, the bucket's counted usage against a fresh count
+// of the live objects, its reservations and its serialized size; then the
+// ratios c/d, c/b and f/c. It exits 1 when an invariant fails (more admitted
+// than the limit, usage not equal to the live objects after quiescence,
+// reservations that never drain), never for a slow rate. docs/operations.md
+// ("Load runs") says how to read it.
+//
+// A binary and not a test: a run takes many minutes, must never be part of
+// `go test ./...`, and is driven by flags; its pure arithmetic is unit-tested
+// (stats_test.go).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/quotakeeper/quotakeeper/test/testenv"
+)
+
+type config struct {
+	namespaces, creates, creators, prefill int
+	replicas                               []int
+	grant                                  int64
+	phases                                 map[string]bool
+	dir, gatekeeper, manager               string
+	audit, quiesce, requestTimeout         time.Duration
+}
+
+func main() {
+	root := testenv.RepoRoot()
+	var cfg config
+	var replicas, phases string
+	flag.IntVar(&cfg.namespaces, "namespaces", 100, "namespaces per phase")
+	flag.IntVar(&cfg.creates, "creates", 20, "creates per namespace in each measured phase")
+	flag.IntVar(&cfg.creators, "creators", 100, "concurrent creators")
+	flag.IntVar(&cfg.prefill, "prefill", 20000, "objects counted in the shared bucket before phase (f) is measured")
+	flag.Int64Var(&cfg.grant, "grant", 1_000_000, "the shared bucket's grant in phases (c) and (f)")
+	flag.StringVar(&replicas, "replicas", "1,3", "Gatekeeper replica counts, comma-separated: the whole run once per count, on a fresh cluster")
+	flag.StringVar(&phases, "phases", "a,b,c,d,e,f", "phases to run, comma-separated")
+	flag.StringVar(&cfg.dir, "dir", filepath.Join(root, "_output", "load"), "directory for each cluster's kubeconfig, certificates and logs (replaced)")
+	flag.StringVar(&cfg.gatekeeper, "gatekeeper", filepath.Join(root, "bin", "gatekeeper"), "Gatekeeper binary built with the plugin (make gatekeeper)")
+	flag.StringVar(&cfg.manager, "manager", filepath.Join(root, "bin", "quotakeeper-manager"), "quotakeeper manager binary (make manager)")
+	flag.DurationVar(&cfg.audit, "audit-interval", 60*time.Second, "Gatekeeper's audit interval (60 s is Gatekeeper's default)")
+	flag.DurationVar(&cfg.quiesce, "quiesce-timeout", 5*time.Minute, "how long a quota phase may take to settle (usage equal to the live objects, no reservations) before it fails")
+	flag.DurationVar(&cfg.requestTimeout, "request-timeout", 30*time.Second, "client timeout of one create")
+	flag.Parse()
+
+	var err error
+	if cfg.replicas, err = parseInts(replicas); err != nil {
+		fatal(fmt.Errorf("-replicas: %w", err))
+	}
+	if cfg.phases, err = parsePhases(phases); err != nil {
+		fatal(fmt.Errorf("-phases: %w", err))
+	}
+	if cfg.namespaces < 1 || cfg.creates < 1 || cfg.creators < 1 || cfg.prefill < 0 {
+		fatal(fmt.Errorf("-namespaces, -creates and -creators must be at least 1, -prefill at least 0"))
+	}
+	for _, bin := range []string{cfg.gatekeeper, cfg.manager} {
+		if _, err := os.Stat(bin); err != nil {
+			fatal(fmt.Errorf("%s missing: run 'make gatekeeper manager' (make load builds them)", bin))
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var violations []string
+	for _, n := range cfg.replicas {
+		v, err := runOnce(ctx, cfg, n)
+		if err != nil {
+			stop()
+			fatal(err)
+		}
+		violations = append(violations, v...)
+	}
+	if len(violations) > 0 {
+		fmt.Printf("\nINVARIANTS FAILED (%d):\n", len(violations))
+		for _, v := range violations {
+			fmt.Println("  - " + v)
+		}
+		stop()
+		os.Exit(1)
+	}
+	fmt.Println("\nevery invariant held")
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "quotakeeper-load:", err)
+	os.Exit(2)
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q: want positive integers", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func parsePhases(s string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if len(f) != 1 || f < "a" || f > "f" {
+			return nil, fmt.Errorf("%q: want letters a to f", f)
+		}
+		out[f] = true
+	}
+	return out, nil
+}

@@ -9,7 +9,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
@@ -31,10 +30,10 @@ type bucketRequest struct {
 	Fanout bool
 }
 
-// bucketReconciler keeps each AllowanceBucket true: its limit is what the
-// mirrored grants give it, grants pre-create the buckets they pin down, and
-// its allocations are what the claims say (planRepair). It writes only
-// through the ledger.
+// bucketReconciler keeps each AllowanceBucket's limit true: its limit is
+// what the mirrored grants give it, and grants pre-create the buckets they
+// pin down. Its usage is the observer's, not this controller's. It writes
+// only through the ledger.
 type bucketReconciler struct {
 	client          client.Client
 	ledger          *ledger.Ledger
@@ -48,14 +47,6 @@ func (r *bucketReconciler) setup(mgr ctrl.Manager) error {
 		Watches(&quotav1alpha1.AllowanceBucket{}, handler.TypedEnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []bucketRequest {
 				return []bucketRequest{{Key: ledgerconv.KeyOf(o.(*quotav1alpha1.AllowanceBucket))}}
-			})).
-		Watches(&quotav1alpha1.ResourceClaim{}, handler.TypedEnqueueRequestsFromMapFunc(
-			func(_ context.Context, o client.Object) []bucketRequest {
-				var out []bucketRequest
-				for _, k := range claimBucketKeys(o.(*quotav1alpha1.ResourceClaim)) {
-					out = append(out, bucketRequest{Key: k})
-				}
-				return out
 			})).
 		// Also holds the workers until the mirror has synced.
 		WatchesRawSource(grants.Source(r.mirror, func(_ context.Context, c grants.Change) []bucketRequest {
@@ -96,25 +87,15 @@ func (r *bucketReconciler) reconcileBucket(ctx context.Context, key ledger.Bucke
 	case err != nil:
 		return err
 	}
-	var claims quotav1alpha1.ResourceClaimList
-	if err := r.client.List(ctx, &claims, client.MatchingFields{indexClaimBucket: key.Name()}); err != nil {
+	limit, contribs, err := r.ledger.Limit(key)
+	if err != nil {
 		return err
 	}
-	fix, drifted := planRepair(key, obj, claims.Items)
-	if !drifted {
-		limit, contribs, err := r.ledger.Limit(key)
-		if err != nil {
-			return err
-		}
-		if limitRecorded(obj, limit, contribs) {
-			return nil // the common case: decided from the cache alone
-		}
-		// Writes the new limit; creates the bucket only if a grant applies.
-		_, err = r.ledger.Refresh(ctx, key)
-		return err
+	if limitRecorded(obj, limit, contribs) {
+		return nil // the common case: decided from the cache alone
 	}
-	log.FromContext(ctx).V(1).Info("repairing bucket", "bucket", key.Name(), "allocate", fix.Allocations, "remove", fix.Remove, "rewrite", fix.Rewrite)
-	_, err = r.ledger.Repair(ctx, key, fix)
+	// Writes the new limit; creates the bucket only if a grant applies.
+	_, err = r.ledger.Refresh(ctx, key)
 	return err
 }
 

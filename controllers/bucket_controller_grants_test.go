@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -13,8 +14,8 @@ import (
 
 // Done when: a grant of projects 3 / cpu 4000 yields buckets {3,0,3} and
 // {4000,0,4000}; a second grant of 2 / 2000 makes them {5,0,5} and
-// {6000,0,6000}; a claim of 1 project is Granted and the bucket becomes
-// {5,1,4}.
+// {6000,0,6000}; a claim of 1 project is Granted, held as a reservation
+// under the claim's uid, and once observed the bucket becomes {5,1,4}.
 func TestGrantsMakeBucketsAndAClaimTakesFromThem(t *testing.T) {
 	needEnv(t)
 	const projects, cpu = "t1.example.com/projects", "t1.example.com/cpu"
@@ -41,12 +42,12 @@ func TestGrantsMakeBucketsAndAClaimTakesFromThem(t *testing.T) {
 	claim := waitDecided(t, newClaim(t, "t1-tenant", "one-project", acme, builders.Request(projects, 1, nil)))
 	cond := grantedCondition(claim)
 	if cond.Status != metav1.ConditionTrue || cond.Reason != quotav1alpha1.ReasonQuotaAvailable ||
-		cond.Message != "granted 1 of t1.example.com/projects: available 4 of 5 (allocated 1, reserved 0)" {
+		cond.Message != "granted 1 of t1.example.com/projects: available 4 of 5 (allocated 0, reserved 1)" {
 		t.Fatalf("Granted condition %+v", cond)
 	}
 	want := []quotav1alpha1.RequestAllocation{{
 		ResourceType: projects, Status: quotav1alpha1.AllocationGranted, Reason: quotav1alpha1.ReasonQuotaAvailable,
-		Message:         "granted 1 of t1.example.com/projects: available 4 of 5 (allocated 1, reserved 0)",
+		Message:         "granted 1 of t1.example.com/projects: available 4 of 5 (allocated 0, reserved 1)",
 		AllocatedAmount: 1, AllocatingBucket: bucketKey(acme, projects, nil).Name(),
 	}}
 	got := claim.Status.Allocations
@@ -59,9 +60,19 @@ func TestGrantsMakeBucketsAndAClaimTakesFromThem(t *testing.T) {
 	if claim.Status.ObservedGeneration != claim.Generation || len(claim.Finalizers) != 1 || claim.Finalizers[0] != quotav1alpha1.ClaimFinalizer {
 		t.Fatalf("observedGeneration %d (generation %d), finalizers %v", claim.Status.ObservedGeneration, claim.Generation, claim.Finalizers)
 	}
+	b = wantBucket(t, bucketKey(acme, projects, nil), usage{5, 0, 1, 4})
+	wantRes := []quotav1alpha1.Reservation{{ID: string(claim.UID), Amount: 1, Object: quotav1alpha1.ObjectRef{
+		APIGroup: quotav1alpha1.GroupVersion.Group, Kind: "ResourceClaim", Namespace: "t1-tenant", Name: "one-project", UID: string(claim.UID)}}}
+	if diff := cmp.Diff(wantRes, b.Status.Reservations, cmpopts.IgnoreFields(quotav1alpha1.Reservation{}, "ExpiresAt")); diff != "" {
+		t.Fatalf("reservations (-want +got):\n%s", diff)
+	}
+	requireAgreement(t, acme)
+
+	// The observer counts the Granted claim and folds its reservation.
+	observeClaims(t, acme)
 	b = wantBucket(t, bucketKey(acme, projects, nil), usage{5, 1, 0, 4})
-	if len(b.Status.Allocations) != 1 || b.Status.Allocations[0] != (quotav1alpha1.Allocation{ID: string(claim.UID), Amount: 1}) {
-		t.Fatalf("allocations %+v, want the claim's uid with 1", b.Status.Allocations)
+	if diff := cmp.Diff([]quotav1alpha1.NamespaceUsage{{Namespace: "t1-tenant", Allocated: 1}}, b.Status.Namespaces); diff != "" || b.Status.ClaimCount != 1 {
+		t.Fatalf("claimCount %d, namespaces (-want +got):\n%s", b.Status.ClaimCount, diff)
 	}
 	wantBucket(t, bucketKey(acme, cpu, nil), usage{6000, 0, 0, 6000})
 	requireAgreement(t, acme)
@@ -83,6 +94,8 @@ func TestLoweringGrantsRevokesNothing(t *testing.T) {
 	if grantedCondition(claim).Status != metav1.ConditionTrue {
 		t.Fatalf("claim not granted: %+v", grantedCondition(claim))
 	}
+	wantBucket(t, key, usage{5, 0, 4, 1})
+	observeClaims(t, acme)
 	wantBucket(t, key, usage{5, 4, 0, 1})
 
 	patch := client.MergeFrom(g2.DeepCopy())
@@ -125,9 +138,9 @@ func TestBucketPreCreationFollowsSelectors(t *testing.T) {
 		t.Fatal("a bucket for a NotIn selector was pre-created")
 	}
 	claim := waitDecided(t, newClaim(t, "t3-tenant", "lhr", acme, builders.Request(rt, 100, map[string]string{"region": "lhr"})))
-	if grantedCondition(claim).Message != "granted 100 of t3.example.com/cpu: available 200 of 300 (allocated 100, reserved 0)" {
+	if grantedCondition(claim).Message != "granted 100 of t3.example.com/cpu: available 200 of 300 (allocated 0, reserved 100)" {
 		t.Fatalf("Granted condition %+v", grantedCondition(claim))
 	}
-	wantBucket(t, bucketKey(acme, rt, map[string]string{"region": "lhr"}), usage{300, 100, 0, 200})
+	wantBucket(t, bucketKey(acme, rt, map[string]string{"region": "lhr"}), usage{300, 0, 100, 200})
 	wantBucket(t, bucketKey(acme, rt, map[string]string{"region": "dfw"}), usage{1000, 0, 0, 1000})
 }

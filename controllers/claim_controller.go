@@ -24,17 +24,19 @@ import (
 // +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourceclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
-// claimReconciler decides claims and returns their amounts.
+// claimReconciler decides Allocation claims and returns what they hold.
 //
-// A claim without the reservation-id annotation is an Allocation claim: it
-// is judged against the registrations (ValidationFailed), then decided by
-// ledger.Allocate, all or nothing. A claim with it was made by the
-// realization controller for an object admitted with a reservation: the
-// ledger already counted it, so ledger.Realize moves the reservation to an
-// allocation and the claim is Granted. Either way the finalizer is in place
-// before anything is taken, and on deletion ledger.Release returns the amount
-// before the finalizer goes. A decided claim (Granted condition for its
-// generation) is never decided again: the spec is immutable.
+// A claim is judged against the registrations (ValidationFailed), then
+// decided by ledger.Reserve under the claim's uid, all or nothing:
+// Granted=True/QuotaAvailable holds the amount as a reservation,
+// Granted=False/QuotaExceeded holds nothing. The observer counts a Granted
+// claim like any other object and folds that reservation into allocated.
+// The finalizer is in place before anything is taken, and on deletion
+// ledger.Release removes the reservation if the observer has not folded it
+// yet, before the finalizer goes; once folded, the claim's amount leaves
+// allocated when the observer sees the claim gone. A decided claim (Granted
+// condition for its generation) is never decided again: the spec is
+// immutable.
 type claimReconciler struct {
 	client          client.Client
 	ledger          *ledger.Ledger
@@ -74,10 +76,7 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	if decided(c) {
 		return reconcile.Result{}, nil
 	}
-	if _, realized := c.Annotations[quotav1alpha1.ReservationIDAnnotation]; realized {
-		return reconcile.Result{}, r.realize(ctx, c)
-	}
-	return r.allocate(ctx, c)
+	return r.decide(ctx, c)
 }
 
 // decided reports whether c carries a decision for its generation.
@@ -86,7 +85,7 @@ func decided(c *quotav1alpha1.ResourceClaim) bool {
 		quotav1alpha1.IsFalse(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation)
 }
 
-func (r *claimReconciler) allocate(ctx context.Context, c *quotav1alpha1.ResourceClaim) (reconcile.Result, error) {
+func (r *claimReconciler) decide(ctx context.Context, c *quotav1alpha1.ResourceClaim) (reconcile.Result, error) {
 	cat, err := validation.LoadCatalog(ctx, r.client)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -105,14 +104,14 @@ func (r *claimReconciler) allocate(ctx context.Context, c *quotav1alpha1.Resourc
 	if len(verdict.Errors) > 0 {
 		return reconcile.Result{}, r.writeStatus(ctx, c, invalidStatus(c, verdict.Errors.ToAggregate().Error(), r.now()))
 	}
-	d, err := r.ledger.Allocate(ctx, ledgerClaim(c))
+	d, err := r.ledger.Reserve(ctx, ledgerClaim(c))
 	var invalid *ledger.ValidationError
 	switch {
 	case errors.As(err, &invalid):
 		return reconcile.Result{}, r.writeStatus(ctx, c, invalidStatus(c, invalid.Error(), r.now()))
 	case err != nil:
 		// Unknown outcome: retried with backoff, failing closed meanwhile.
-		// Allocate is idempotent by claim id, so a retry never counts twice.
+		// Reserve is idempotent by claim id, so a retry never holds twice.
 		if werr := r.writeStatus(ctx, c, pendingStatus(c, err.Error(), r.now())); werr != nil {
 			return reconcile.Result{}, errors.Join(err, werr)
 		}
@@ -125,20 +124,9 @@ func (r *claimReconciler) allocate(ctx context.Context, c *quotav1alpha1.Resourc
 // to be judged is looked at again.
 const pendingRegistrationRetry = time.Second
 
-func (r *claimReconciler) realize(ctx context.Context, c *quotav1alpha1.ResourceClaim) error {
-	if err := r.ledger.Realize(ctx, ledgerClaim(c)); err != nil {
-		var invalid *ledger.ValidationError
-		if errors.As(err, &invalid) {
-			return r.writeStatus(ctx, c, invalidStatus(c, invalid.Error(), r.now()))
-		}
-		return err
-	}
-	return r.writeStatus(ctx, c, realizedStatus(c, r.now()))
-}
-
-// release returns the claim's amount (its allocation, or a reservation not
-// yet realized) and lets the claim go. Release is idempotent, so a crash
-// between it and removing the finalizer only repeats it.
+// release removes the claim's reservation, if the observer has not folded
+// it yet, and lets the claim go. Release is idempotent, so a crash between
+// it and removing the finalizer only repeats it.
 func (r *claimReconciler) release(ctx context.Context, c *quotav1alpha1.ResourceClaim) error {
 	if !controllerutil.ContainsFinalizer(c, quotav1alpha1.ClaimFinalizer) {
 		return nil

@@ -14,9 +14,9 @@ import (
 )
 
 // Done when: grants users 15 / clusters 3 / projects 5: a claim {2, 5, 1}
-// is Granted; {1, 20, 1} is Denied with QuotaExceeded and changes no
-// bucket. Deleting a granted claim returns its amount at once, and a
-// decided claim is never decided again.
+// is Granted, held as reservations under its uid; {1, 20, 1} is Denied with
+// QuotaExceeded and changes no bucket. Deleting a granted claim returns its
+// amount at once, and a decided claim is never decided again.
 func TestClaimsAreAllOrNothing(t *testing.T) {
 	needEnv(t)
 	const clusters, users, projects = "t4.example.com/clusters", "t4.example.com/users", "t4.example.com/projects"
@@ -31,7 +31,7 @@ func TestClaimsAreAllOrNothing(t *testing.T) {
 	if c := grantedCondition(first); c.Status != metav1.ConditionTrue || c.Reason != quotav1alpha1.ReasonQuotaAvailable {
 		t.Fatalf("first claim: %+v", c)
 	}
-	after := map[string]usage{clusters: {3, 2, 0, 1}, users: {15, 5, 0, 10}, projects: {5, 1, 0, 4}}
+	after := map[string]usage{clusters: {3, 0, 2, 1}, users: {15, 0, 5, 10}, projects: {5, 0, 1, 4}}
 	for rt, u := range after {
 		wantBucket(t, bucketKey(acme, rt, nil), u)
 	}
@@ -39,7 +39,7 @@ func TestClaimsAreAllOrNothing(t *testing.T) {
 	second := waitDecided(t, newClaim(t, "t4-tenant", "too-many-users", acme, builders.Request(clusters, 1, nil), builders.Request(users, 20, nil), builders.Request(projects, 1, nil)))
 	c := grantedCondition(second)
 	if c.Status != metav1.ConditionFalse || c.Reason != quotav1alpha1.ReasonQuotaExceeded ||
-		c.Message != "quota exceeded: requested 20 of t4.example.com/users, available 10 of 15 (allocated 5, reserved 0)" {
+		c.Message != "quota exceeded: requested 20 of t4.example.com/users, available 10 of 15 (allocated 0, reserved 5)" {
 		t.Fatalf("second claim: %+v", c)
 	}
 	for _, a := range second.Status.Allocations {
@@ -48,13 +48,13 @@ func TestClaimsAreAllOrNothing(t *testing.T) {
 		}
 	}
 	if a := second.Status.Allocations[1]; a.ResourceType != users || a.Reason != quotav1alpha1.ReasonQuotaExceeded ||
-		a.Message != "requested 20 of t4.example.com/users, available 10 of 15 (allocated 5, reserved 0)" {
+		a.Message != "requested 20 of t4.example.com/users, available 10 of 15 (allocated 0, reserved 5)" {
 		t.Fatalf("users request: %+v", a)
 	}
 	for rt, u := range after {
 		b := wantBucket(t, bucketKey(acme, rt, nil), u)
-		if len(b.Status.Allocations) != 1 || b.Status.Allocations[0].ID != string(first.UID) {
-			t.Fatalf("bucket %s holds %+v, want only the first claim", rt, b.Status.Allocations)
+		if len(b.Status.Reservations) != 1 || b.Status.Reservations[0].ID != string(first.UID) {
+			t.Fatalf("bucket %s holds %+v, want only the first claim", rt, b.Status.Reservations)
 		}
 	}
 

@@ -4,8 +4,6 @@ package controllers
 // for a decision.
 
 import (
-	"fmt"
-
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,24 +36,6 @@ func decisionStatus(c *quotav1alpha1.ResourceClaim, d ledger.Decision, now metav
 		cond.Status, cond.Reason = metav1.ConditionFalse, quotav1alpha1.ReasonQuotaExceeded
 		cond.Message = "quota exceeded: " + d.Message()
 	}
-	return claimStatus(c, allocs, cond, now)
-}
-
-// realizedStatus is the status of a claim made from an admission
-// reservation once its amount is allocated.
-func realizedStatus(c *quotav1alpha1.ResourceClaim, now metav1.Time) quotav1alpha1.ResourceClaimStatus {
-	id := claimID(c)
-	keys := claimBucketKeys(c)
-	allocs := make([]quotav1alpha1.RequestAllocation, len(c.Spec.Requests))
-	for i, req := range c.Spec.Requests {
-		allocs[i] = quotav1alpha1.RequestAllocation{
-			ResourceType: req.ResourceType, Status: quotav1alpha1.AllocationGranted, Reason: quotav1alpha1.ReasonQuotaAvailable,
-			Message:         fmt.Sprintf("granted %d of %s at admission (reservation %s)", req.Amount, req.ResourceType, id),
-			AllocatedAmount: req.Amount, AllocatingBucket: keys[i].Name(), LastTransitionTime: now,
-		}
-	}
-	cond := metav1.Condition{Type: quotav1alpha1.ConditionGranted, Status: metav1.ConditionTrue, Reason: quotav1alpha1.ReasonQuotaAvailable,
-		Message: fmt.Sprintf("granted at admission: the reservation %s is now allocated", id)}
 	return claimStatus(c, allocs, cond, now)
 }
 

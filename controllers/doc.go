@@ -12,19 +12,15 @@
 //   - grant (grant_controller.go): judges grants against the registrations
 //     (Active or ValidationFailed); the grant mirror turns Active grants into
 //     limits.
-//   - bucket (bucket_controller.go): keeps each AllowanceBucket true: limits
-//     from the mirror, buckets pre-created from grants (bucket_precreate.go),
-//     allocations repaired from the granted claims (bucket_drift.go).
+//   - bucket (bucket_controller.go): keeps each AllowanceBucket's limit
+//     true from the mirror, and pre-creates buckets from grants
+//     (bucket_precreate.go). Usage is the observer's (package observer),
+//     not a controller's.
 //   - claim (claim_controller.go): decides Allocation claims through the
-//     ledger, realizes admission claims, and releases both through the
+//     ledger (a reservation under the claim's uid, which the observer folds
+//     once it counts the Granted claim) and releases them through the
 //     finalizer; claim_status.go renders decisions, claim_id.go converts a
 //     claim for the ledger.
-//   - realization (realization_controller.go): turns an admission
-//     reservation into claims owned by its object once the object exists
-//     (realization_claims.go), or returns it once it expires; one subject,
-//     the object reserved for, at a time.
-//   - realization-watches (realization_watches.go): adds a watch, feeding
-//     the realization controller, for each kind a registration claims.
 //   - effective (effectiveresourcegrant_controller.go): the
 //     EffectiveResourceGrant a tenant reads in each of the consumer's
 //     namespaces.
@@ -32,6 +28,6 @@
 // Shared by all: the cache indexes (indexes.go), Options and ignoreConflict
 // (conflicts.go).
 //
-// docs/controllers.md explains the decisions (what the truth is for drift
-// repair, which buckets are pre-created, how realization and TTL work).
+// docs/controllers.md explains the decisions (which buckets are
+// pre-created, how claims are decided and released, how the TTL works).
 package controllers

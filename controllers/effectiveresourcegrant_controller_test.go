@@ -70,6 +70,7 @@ func TestEffectiveGrantsFollowTheConsumersNamespaces(t *testing.T) {
 		{Amount: 500, DimensionSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"region": "lhr"}}},
 	}})
 	waitDecided(t, newClaim(t, "t15-a", "c", acme, builders.Request(rt, 200, map[string]string{"region": "lhr"})))
+	observeClaims(t, acme)
 	dfw, lhr := bucketKey(acme, rt, map[string]string{"region": "dfw"}), bucketKey(acme, rt, map[string]string{"region": "lhr"})
 	wantBucket(t, dfw, usage{1000, 0, 0, 1000})
 	wantBucket(t, lhr, usage{500, 200, 0, 300})

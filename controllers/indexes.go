@@ -18,11 +18,6 @@ import (
 const (
 	// indexBucketPair: buckets by consumer and resource type (pairKey).
 	indexBucketPair = "quota.miloapis.com/bucket-pair"
-	// indexBucketSubject: buckets by the subject of each reservation they
-	// hold (reservationSubject).
-	indexBucketSubject = "quota.miloapis.com/bucket-reservation-subject"
-	// indexClaimBucket: claims by the name of each bucket they draw on.
-	indexClaimBucket = "quota.miloapis.com/claim-bucket"
 	// indexGrantResourceType: grants by each resource type they allow.
 	indexGrantResourceType = "quota.miloapis.com/grant-resource-type"
 	// indexEffectivePair: effective grants by consumer and resource type.
@@ -36,16 +31,6 @@ func pairKey(c ledger.Consumer, resourceType string) string {
 	return fmt.Sprintf("%s|%s|%s|%s|%s", c.APIGroup, c.Kind, c.Namespace, c.Name, resourceType)
 }
 
-// reservationSubject is what the realization controller reconciles: the
-// object a reservation was made for (its uid), or, for a reservation that
-// names no uid and so can never be matched to an object, its own id.
-func reservationSubject(r quotav1alpha1.Reservation) string {
-	if r.Object.UID != "" {
-		return r.Object.UID
-	}
-	return "id:" + r.ID
-}
-
 func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 	indexes := []struct {
 		obj  client.Object
@@ -55,20 +40,6 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		{&quotav1alpha1.AllowanceBucket{}, indexBucketPair, func(o client.Object) []string {
 			b := o.(*quotav1alpha1.AllowanceBucket)
 			return []string{pairKey(ledgerconv.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType)}
-		}},
-		{&quotav1alpha1.AllowanceBucket{}, indexBucketSubject, func(o client.Object) []string {
-			var out []string
-			for _, r := range o.(*quotav1alpha1.AllowanceBucket).Status.Reservations {
-				out = append(out, reservationSubject(r))
-			}
-			return out
-		}},
-		{&quotav1alpha1.ResourceClaim{}, indexClaimBucket, func(o client.Object) []string {
-			var out []string
-			for _, k := range claimBucketKeys(o.(*quotav1alpha1.ResourceClaim)) {
-				out = append(out, k.Name())
-			}
-			return out
 		}},
 		{&quotav1alpha1.ResourceGrant{}, indexGrantResourceType, func(o client.Object) []string {
 			var out []string

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -34,31 +33,24 @@ import (
 
 // The suite runs the quotakeeper manager (controllers and webhooks, leader
 // elected) against a real kube-apiserver, beside a second process-like
-// manager standing in for Gatekeeper: its own cache, grant mirror and
-// kubestore ledger, serving a validating webhook that reserves quota for
-// ConfigMaps at admission, as the builtins will. The two share nothing but
-// the apiserver.
+// manager standing in for the observer (package observer, which
+// cmd/quotakeeper-manager adds and this suite does not): its own cache,
+// grant mirror and kubestore ledger, through which a test counts the
+// Granted claims as the observer would (observeClaims). The two share
+// nothing but the apiserver.
 var (
 	env *testenv.Env
 	k8s client.Client
 	wh  *envtest.WebhookInstallOptions
-	gk  *gatekeeperSide
+	obs *observerStandIn
 	mgr *managerRun
 )
 
 const (
 	sysNS = quotav1alpha1.DefaultSystemNamespace
-	// reservationTTL is the admission side's TTL: short, so expiry is
-	// observable in a test.
-	reservationTTL = 2 * time.Second
-	// rtConfigMaps is what the admission side reserves for each ConfigMap,
-	// against the ConfigMap's namespace.
+	// rtConfigMaps is a namespace-consumed resource type (a registration
+	// of the suite's own).
 	rtConfigMaps = "core/configmaps"
-	// reserveLabel marks the namespaces whose ConfigMaps are reserved for.
-	reserveLabel = "quotakeeper-test/reserve"
-	// denyAfterReserve makes the admission side deny a ConfigMap after
-	// reserving for it, as a later webhook would: the object never appears.
-	denyAfterReserve = "quotakeeper-test/deny-after-reserve"
 )
 
 func TestMain(m *testing.M) {
@@ -88,26 +80,20 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	gkPort, err := testenv.FreePort()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	wh = &envtest.WebhookInstallOptions{
-		LocalServingHost:   "127.0.0.1",
-		Paths:              []string{filepath.Join(testenv.RepoRoot(), "config", "webhook", "manifests.yaml")},
-		ValidatingWebhooks: []*admissionv1.ValidatingWebhookConfiguration{reserveWebhookConfiguration(gkPort)},
+		LocalServingHost: "127.0.0.1",
+		Paths:            []string{filepath.Join(testenv.RepoRoot(), "config", "webhook", "manifests.yaml")},
 	}
 	if err := wh.Install(env.Config); err != nil {
 		fmt.Fprintln(os.Stderr, "install webhooks:", err)
 		return 1
 	}
 	defer func() { _ = wh.Cleanup() }()
-	if gk, err = startGatekeeperSide(gkPort); err != nil {
+	if obs, err = startObserverStandIn(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer gk.stop()
+	defer obs.stop()
 	if mgr, err = startManager(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -135,13 +121,12 @@ type managerRun struct {
 	done   chan error
 }
 
-// The manager and the admission side act as service accounts of their own
-// (impersonated by the envtest administrator), as they would in a cluster,
-// so the webhooks can tell the manager's requests from the tests', which
-// come from the administrator.
+// The manager and the observer stand-in act as service accounts of their
+// own (impersonated by the envtest administrator), as they would in a
+// cluster.
 const (
-	managerUser    = "system:serviceaccount:quotakeeper-system:quotakeeper-manager"
-	gatekeeperUser = "system:serviceaccount:gatekeeper-system:gatekeeper-admin"
+	managerUser  = "system:serviceaccount:quotakeeper-system:quotakeeper-manager"
+	observerUser = "system:serviceaccount:quotakeeper-system:quotakeeper-observer"
 )
 
 func configAs(user string) *rest.Config {
@@ -150,19 +135,8 @@ func configAs(user string) *rest.Config {
 	return cfg
 }
 
-// managerClient acts as the manager does.
-func managerClient(t *testing.T) client.Client {
-	t.Helper()
-	c, err := client.New(configAs(managerUser), client.Options{Scheme: scheme.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 func startManager() (*managerRun, error) {
-	cfg := configAs(managerUser)
-	m, err := ctrl.NewManager(cfg, ctrl.Options{
+	m, err := ctrl.NewManager(configAs(managerUser), ctrl.Options{
 		Scheme:                        scheme.Scheme,
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:        "0",
@@ -177,23 +151,13 @@ func startManager() (*managerRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := controllers.Setup(m, controllers.Options{ObjectPollInterval: 500 * time.Millisecond}); err != nil {
+	if err := controllers.Setup(m, controllers.Options{}); err != nil {
+		return nil, err
+	}
+	if err := webhooks.Setup(m, webhooks.Options{}); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	me, err := webhooks.WhoAmI(ctx, cfg)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	if me != managerUser {
-		cancel()
-		return nil, fmt.Errorf("manager runs as %q, want %q", me, managerUser)
-	}
-	if err := webhooks.Setup(m, webhooks.Options{ManagerUsername: me}); err != nil {
-		cancel()
-		return nil, err
-	}
 	run := &managerRun{cancel: cancel, done: make(chan error, 1)}
 	go func() { run.done <- m.Start(ctx) }()
 	select {
@@ -241,46 +205,40 @@ func restartManager(t *testing.T, whileDown func()) {
 	}
 }
 
-// gatekeeperSide is the admission process: what the Gatekeeper plugin runs.
-type gatekeeperSide struct {
+// observerStandIn is a process of its own with the ledger the observer
+// would have: a cache, a grant mirror and a kubestore ledger.
+type observerStandIn struct {
 	ledger *ledger.Ledger
-	mirror *grants.Mirror
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func startGatekeeperSide(port int) (*gatekeeperSide, error) {
-	m, err := ctrl.NewManager(configAs(gatekeeperUser), ctrl.Options{
+func startObserverStandIn() (*observerStandIn, error) {
+	m, err := ctrl.NewManager(configAs(observerUser), ctrl.Options{
 		Scheme:                 scheme.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: "127.0.0.1", Port: port, CertDir: wh.LocalServingCertDir}),
 	})
 	if err != nil {
 		return nil, err
 	}
-	l, mi, err := grants.NewLedger(m, sysNS, ledger.WithReservationTTL(reservationTTL))
+	l, mi, err := grants.NewLedger(m, sysNS)
 	if err != nil {
 		return nil, err
 	}
-	m.GetWebhookServer().Register(reservePath, &webhook.Admission{Handler: &reserver{ledger: l, mirror: mi}})
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &gatekeeperSide{ledger: l, mirror: mi, cancel: cancel, done: make(chan error, 1)}
-	go func() { g.done <- m.Start(ctx) }()
+	o := &observerStandIn{ledger: l, cancel: cancel, done: make(chan error, 1)}
+	go func() { o.done <- m.Start(ctx) }()
 	if err := grants.WaitForSync(timeoutCtx(60*time.Second), mi); err != nil {
-		g.stop()
-		return nil, fmt.Errorf("admission side's mirror did not sync: %w", err)
+		o.stop()
+		return nil, fmt.Errorf("observer stand-in's mirror did not sync: %w", err)
 	}
-	if err := waitWebhookServer(m.GetWebhookServer()); err != nil {
-		g.stop()
-		return nil, err
-	}
-	return g, nil
+	return o, nil
 }
 
-func (g *gatekeeperSide) stop() {
-	g.cancel()
-	<-g.done //nolint:errcheck // stopping is the point; how the run ended is not this test's concern
+func (o *observerStandIn) stop() {
+	o.cancel()
+	<-o.done //nolint:errcheck // stopping is the point; how the run ended is not this test's concern
 }
 
 func timeoutCtx(d time.Duration) context.Context {

@@ -12,16 +12,13 @@ type Options struct {
 	// SystemNamespace holds the buckets and grants of consumers that are
 	// neither a namespace nor inside one. Default v1alpha1.DefaultSystemNamespace.
 	SystemNamespace string
-	// ReservationTTL is the lifetime of reservations this process makes
-	// through its ledger. The controllers make none: reservations are made
-	// at admission (inside Gatekeeper) and expire at the expiresAt written
-	// into the bucket then. Default ledger.DefaultReservationTTL.
+	// ReservationTTL is the lifetime of the reservations the claim
+	// controller makes for the Allocation claims it grants. The observer
+	// folds one as soon as it counts the Granted claim, and never expires
+	// one whose claim still exists, so the TTL only matters for a claim
+	// deleted before it was counted (Release removes that one anyway).
+	// Default ledger.DefaultReservationTTL.
 	ReservationTTL time.Duration
-	// ObjectPollInterval bounds how long the realization controller waits
-	// before looking again for the object of a reservation whose kind it
-	// does not watch (not among any registration's claimingResources).
-	// Default 5s.
-	ObjectPollInterval time.Duration
 	// ClaimConcurrency is how many claims are decided at once. Default 4.
 	ClaimConcurrency int
 	// Now is the clock expiry is judged by. Default time.Now.
@@ -34,9 +31,6 @@ func (o *Options) defaults() {
 	}
 	if o.ReservationTTL <= 0 {
 		o.ReservationTTL = ledger.DefaultReservationTTL
-	}
-	if o.ObjectPollInterval <= 0 {
-		o.ObjectPollInterval = 5 * time.Second
 	}
 	if o.ClaimConcurrency <= 0 {
 		o.ClaimConcurrency = 4

@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -23,115 +22,11 @@ var acme = ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Orga
 
 const rtProjects = "resourcemanager.miloapis.com/projects"
 
-func planClaim(uid string, amount int64, state string, mods ...func(*quotav1alpha1.ResourceClaim)) quotav1alpha1.ResourceClaim {
-	c := quotav1alpha1.ResourceClaim{
+func planClaim(uid string, amount int64) quotav1alpha1.ResourceClaim {
+	return quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "team", UID: types.UID(uid), Generation: 1},
 		Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: ledgerconv.ConsumerRef(acme),
 			Requests: []quotav1alpha1.ResourceRequest{{ResourceType: rtProjects, Amount: amount}}},
-	}
-	switch state {
-	case "granted":
-		c.Status.Conditions = []metav1.Condition{{Type: "Granted", Status: metav1.ConditionTrue, ObservedGeneration: 1}}
-	case "denied":
-		c.Status.Conditions = []metav1.Condition{{Type: "Granted", Status: metav1.ConditionFalse, ObservedGeneration: 1}}
-	case "pending":
-		c.Status.Conditions = []metav1.Condition{{Type: "Granted", Status: "Unknown", ObservedGeneration: 1}}
-	}
-	for _, m := range mods {
-		m(&c)
-	}
-	return c
-}
-
-// rendered is a bucket status as the store writes it.
-func rendered(limit int64, allocs ...quotav1alpha1.Allocation) *quotav1alpha1.AllowanceBucket {
-	var sum int64
-	for _, a := range allocs {
-		sum += a.Amount
-	}
-	over := metav1.ConditionFalse
-	if sum > limit {
-		over = metav1.ConditionTrue
-	}
-	return &quotav1alpha1.AllowanceBucket{Status: quotav1alpha1.AllowanceBucketStatus{
-		Limit: limit, Allocated: sum, Available: max(limit-sum, 0), ClaimCount: int32(len(allocs)), Allocations: allocs,
-		Conditions: []metav1.Condition{{Type: quotav1alpha1.ConditionOverLimit, Status: over}},
-	}}
-}
-
-func TestPlanRepairFollowsTheClaims(t *testing.T) {
-	key := ledger.NewBucketKey(acme, rtProjects, nil)
-	obj := rendered(10,
-		quotav1alpha1.Allocation{ID: "denied", Amount: 1},
-		quotav1alpha1.Allocation{ID: "granted-ok", Amount: 2},
-		quotav1alpha1.Allocation{ID: "granted-wrong", Amount: 5},
-		quotav1alpha1.Allocation{ID: "in-flight", Amount: 1},
-		quotav1alpha1.Allocation{ID: "orphan", Amount: 1},
-	)
-	deleting := metav1.NewTime(time.Unix(1, 0))
-	claims := []quotav1alpha1.ResourceClaim{
-		planClaim("granted-ok", 2, "granted"),
-		planClaim("granted-wrong", 3, "granted"),
-		planClaim("granted-missing", 4, "granted"),
-		planClaim("denied", 1, "denied"),
-		planClaim("in-flight", 1, ""),
-		planClaim("pending", 1, "pending"),
-		planClaim("deleting", 1, "granted", func(c *quotav1alpha1.ResourceClaim) { c.DeletionTimestamp = &deleting }),
-		planClaim("realized-uid", 1, "granted", func(c *quotav1alpha1.ResourceClaim) {
-			c.Annotations = map[string]string{quotav1alpha1.ReservationIDAnnotation: "object-uid"}
-		}),
-		// Granted, but for another bucket: says nothing about this one.
-		planClaim("elsewhere", 1, "granted", func(c *quotav1alpha1.ResourceClaim) { c.Spec.Requests[0].ResourceType = "other" }),
-	}
-	fix, drifted := planRepair(key, obj, claims)
-	if !drifted {
-		t.Fatal("no drift found")
-	}
-	want := ledger.Fix{
-		Allocations: map[string]int64{"granted-wrong": 3, "granted-missing": 4, "object-uid": 1},
-		Remove:      []string{"denied", "orphan"},
-	}
-	if diff := cmp.Diff(want, fix); diff != "" {
-		t.Fatalf("fix (-want +got):\n%s", diff)
-	}
-}
-
-func TestPlanRepairAgreeingBucketIsLeftAlone(t *testing.T) {
-	key := ledger.NewBucketKey(acme, rtProjects, nil)
-	obj := rendered(3, quotav1alpha1.Allocation{ID: "a", Amount: 2}, quotav1alpha1.Allocation{ID: "b", Amount: 2})
-	claims := []quotav1alpha1.ResourceClaim{planClaim("a", 2, "granted"), planClaim("b", 2, "granted")}
-	if fix, drifted := planRepair(key, obj, claims); drifted {
-		t.Fatalf("agreeing bucket (over its lowered limit) planned a fix: %+v", fix)
-	}
-	// A missing bucket with granted claims is re-created from them.
-	fix, drifted := planRepair(key, nil, claims)
-	if diff := cmp.Diff(map[string]int64{"a": 2, "b": 2}, fix.Allocations); !drifted || diff != "" || fix.Rewrite {
-		t.Fatalf("missing bucket: drifted=%v rewrite=%v, allocations (-want +got):\n%s", drifted, fix.Rewrite, diff)
-	}
-}
-
-func TestStatusDrifted(t *testing.T) {
-	edits := map[string]func(*quotav1alpha1.AllowanceBucketStatus){
-		"allocated":  func(s *quotav1alpha1.AllowanceBucketStatus) { s.Allocated = 99 },
-		"reserved":   func(s *quotav1alpha1.AllowanceBucketStatus) { s.Reserved = 1 },
-		"available":  func(s *quotav1alpha1.AllowanceBucketStatus) { s.Available = 0 },
-		"claimCount": func(s *quotav1alpha1.AllowanceBucketStatus) { s.ClaimCount = 7 },
-		"grantCount": func(s *quotav1alpha1.AllowanceBucketStatus) { s.GrantCount = 7 },
-		"overLimit":  func(s *quotav1alpha1.AllowanceBucketStatus) { s.Conditions[0].Status = metav1.ConditionTrue },
-		"unsorted": func(s *quotav1alpha1.AllowanceBucketStatus) {
-			s.Allocations[0], s.Allocations[1] = s.Allocations[1], s.Allocations[0]
-		},
-		"duplicate id": func(s *quotav1alpha1.AllowanceBucketStatus) { s.Allocations[1].ID = "a" },
-	}
-	if statusDrifted(rendered(10, quotav1alpha1.Allocation{ID: "a", Amount: 1}, quotav1alpha1.Allocation{ID: "b", Amount: 2})) {
-		t.Fatal("a rendered status reads as drifted")
-	}
-	for name, edit := range edits {
-		obj := rendered(10, quotav1alpha1.Allocation{ID: "a", Amount: 1}, quotav1alpha1.Allocation{ID: "b", Amount: 2})
-		edit(&obj.Status)
-		if !statusDrifted(obj) {
-			t.Errorf("edit of %s not seen as drift", name)
-		}
 	}
 }
 
@@ -157,49 +52,6 @@ func TestPrecreatedKeys(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"", "region=dfw,tier=gold", "region=lhr"}, got); diff != "" {
 		t.Fatalf("pre-created dimension sets (-want +got):\n%s", diff)
-	}
-}
-
-func TestGroupForClaimsOnePerConsumerAndDimensions(t *testing.T) {
-	ns := ledger.Consumer{Kind: "Namespace", Name: "team"}
-	res := func(id string) quotav1alpha1.Reservation {
-		return quotav1alpha1.Reservation{ID: id, Amount: 1, Object: quotav1alpha1.ObjectRef{Kind: "ConfigMap", Namespace: "team", Name: "cm", UID: "u1"}}
-	}
-	held := []heldReservation{
-		{ledger.NewBucketKey(acme, "cpu", map[string]string{"region": "dfw"}), res("u1")},
-		{ledger.NewBucketKey(ns, "configmaps", nil), res("u1")},
-		{ledger.NewBucketKey(acme, "memory", map[string]string{"region": "dfw"}), res("u1")},
-		{ledger.NewBucketKey(acme, "projects", nil), res("u1")},
-	}
-	groups := groupForClaims(held)
-	if len(groups) != 3 {
-		t.Fatalf("%d claims, want 3 (namespace; organization in dfw; organization without dimensions)", len(groups))
-	}
-	obj := held[0].reservation.Object
-	names := map[string]bool{}
-	for _, g := range groups {
-		name := g.name(obj)
-		if !strings.HasPrefix(name, "configmap-cm-") || len(name) != len("configmap-cm-")+16 {
-			t.Errorf("claim name %q", name)
-		}
-		names[name] = true
-		spec := g.spec(obj)
-		if g.consumer == acme && g.dims == "region=dfw" {
-			if len(spec.Requests) != 2 || spec.Requests[0].ResourceType != "cpu" || spec.Requests[1].ResourceType != "memory" ||
-				spec.Requests[0].Dimensions["region"] != "dfw" {
-				t.Errorf("dfw claim requests %+v", spec.Requests)
-			}
-		}
-	}
-	if len(names) != 3 {
-		t.Fatalf("claim names collide: %v", names)
-	}
-	// Deterministic: a restarted manager finds the claims it made.
-	again := groupForClaims([]heldReservation{held[3], held[2], held[1], held[0]})
-	for i := range groups {
-		if groups[i].name(obj) != again[i].name(obj) {
-			t.Fatalf("names depend on order: %s vs %s", groups[i].name(obj), again[i].name(obj))
-		}
 	}
 }
 
@@ -233,7 +85,7 @@ func TestActiveRegistrationKeepsTheActiveOne(t *testing.T) {
 }
 
 func TestDecisionStatus(t *testing.T) {
-	c := planClaim("c", 20, "")
+	c := planClaim("c", 20)
 	c.Spec.Requests = []quotav1alpha1.ResourceRequest{{ResourceType: "users", Amount: 20}, {ResourceType: "projects", Amount: 1}}
 	d := ledger.Decision{Requests: []ledger.RequestDecision{
 		{Request: ledger.Request{ResourceType: "projects", Amount: 1}, Bucket: "b-projects", Reason: ledger.ReasonQuotaAvailable,

@@ -27,11 +27,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	c := mgr.GetClient()
 	now := func() metav1.Time { return metav1.NewTime(opts.Now()) }
-	live := mgr.GetAPIReader()
-	realization := &realizationReconciler{client: c, live: live, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
-		ledger: l, mirror: m, systemNamespace: opts.SystemNamespace, poll: opts.ObjectPollInterval, now: opts.Now,
-		watched: &watchedKinds{}}
-	// In this order: the realization watches feed the realization controller.
 	steps := []struct {
 		name  string
 		setup func(ctrl.Manager) error
@@ -41,9 +36,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		{"bucket", (&bucketReconciler{client: c, ledger: l, mirror: m, systemNamespace: opts.SystemNamespace}).setup},
 		{"claim", (&claimReconciler{client: c, ledger: l, mirror: m, systemNamespace: opts.SystemNamespace,
 			concurrency: opts.ClaimConcurrency, now: now}).setup},
-		{"realization", realization.setup},
-		{"realization-watches", (&realizationWatchReconciler{client: c, cache: mgr.GetCache(), mapper: mgr.GetRESTMapper(),
-			realization: realization}).setup},
 		{"effective", (&effectiveReconciler{client: c}).setup},
 	}
 	for _, s := range steps {

@@ -7,8 +7,8 @@ import (
 )
 
 // ErrOverflow is wrapped by every error caused by int64 overflow. Quota
-// amounts are summed in many places (grants into a limit, entries into
-// allocated/reserved, requests for the same bucket); a wrapped-around sum would
+// amounts are summed in many places (grants into a limit, reservations into
+// reserved, usage by namespace, requests for the same bucket); a wrapped-around sum would
 // silently turn "far too much" into "plenty left", so overflow is always an
 // error and never saturates.
 var ErrOverflow = errors.New("int64 overflow")

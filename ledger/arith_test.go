@@ -49,15 +49,15 @@ func TestCheckedSub(t *testing.T) {
 }
 
 func TestBucketUsageChecked(t *testing.T) {
-	b := Bucket{Limit: 10, Allocations: map[string]int64{"a": math.MaxInt64, "b": 1}}
-	if _, err := b.Allocated(); !errors.Is(err, ErrOverflow) {
-		t.Fatalf("Allocated() err = %v, want ErrOverflow", err)
+	b := Bucket{Limit: 10, Reservations: map[string]Reservation{"a": {Amount: math.MaxInt64}, "b": {Amount: 1}}}
+	if _, err := b.Reserved(); !errors.Is(err, ErrOverflow) {
+		t.Fatalf("Reserved() err = %v, want ErrOverflow", err)
 	}
-	b = Bucket{Limit: 10, Allocations: map[string]int64{"a": math.MaxInt64}, Reservations: map[string]Reservation{"r": {Amount: 1}}}
+	b = Bucket{Limit: 10, Allocated: math.MaxInt64, Reservations: map[string]Reservation{"r": {Amount: 1}}}
 	if _, err := b.Usage(); !errors.Is(err, ErrOverflow) {
 		t.Fatalf("Usage() err = %v, want ErrOverflow", err)
 	}
-	b = Bucket{Limit: 10, Allocations: map[string]int64{"a": 4}, Reservations: map[string]Reservation{"r": {Amount: 3}}}
+	b = Bucket{Limit: 10, Allocated: 4, Reservations: map[string]Reservation{"r": {Amount: 3}}}
 	if u, err := b.Usage(); err != nil || u != (Usage{Limit: 10, Allocated: 4, Reserved: 3, Available: 3}) {
 		t.Fatalf("Usage() = %+v, %v", u, err)
 	}

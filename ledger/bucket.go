@@ -2,16 +2,25 @@ package ledger
 
 import "slices"
 
-// Bucket is the full persisted state of one bucket. Allocated and reserved
-// totals are derived from the per-claim entries rather than stored, so that
-// the entries are the single source of truth and an idempotent replay can
-// never double count.
+// Bucket is the full persisted state of one bucket. Allocated, ByNamespace
+// and Count are the observer's figures, stored as it wrote them: the ledger
+// never adds to them itself. Reservations are the in-flight window, one entry
+// per reservation id, and the reserved total is derived from them rather than
+// stored, so an idempotent replay can never double count.
 type Bucket struct {
-	Key          BucketKey
-	Limit        int64
-	Grants       []GrantContribution
-	Allocations  map[string]int64       // claim id -> amount
-	Reservations map[string]Reservation // claim id -> reservation
+	Key    BucketKey
+	Limit  int64
+	Grants []GrantContribution
+	// Allocated is the observed usage: what the live objects counted against
+	// this bucket amount to, as last written by Observe.
+	Allocated int64
+	// ByNamespace splits Allocated by the counted objects' namespace ("" for
+	// cluster-scoped objects). Nil when nothing is counted.
+	ByNamespace map[string]int64
+	// Count is the number of counted objects.
+	Count int64
+	// Reservations hold the in-flight window, by reservation id.
+	Reservations map[string]Reservation
 }
 
 // DeepCopy returns a copy sharing no mutable state with b. Reservation and
@@ -20,7 +29,7 @@ type Bucket struct {
 func (b Bucket) DeepCopy() Bucket {
 	out := b
 	out.Grants = slices.Clone(b.Grants)
-	out.Allocations = copyMap(b.Allocations)
+	out.ByNamespace = copyMap(b.ByNamespace)
 	out.Reservations = copyMap(b.Reservations)
 	return out
 }
@@ -39,21 +48,9 @@ func copyMap[V any](m map[string]V) map[string]V {
 	return out
 }
 
-// Allocated is the checked sum of all allocations.
-func (b Bucket) Allocated() (int64, error) {
-	var sum int64
-	for _, amount := range b.Allocations {
-		var err error
-		if sum, err = Add(sum, amount); err != nil {
-			return 0, err
-		}
-	}
-	return sum, nil
-}
-
 // Reserved is the checked sum of all reservations, expired or not: a
-// reservation holds quota until it is released, so every reader agrees on
-// the numbers regardless of its own clock.
+// reservation holds quota until it is folded, expired or released, so every
+// reader agrees on the numbers regardless of its own clock.
 func (b Bucket) Reserved() (int64, error) {
 	var sum int64
 	for _, r := range b.Reservations {
@@ -67,19 +64,15 @@ func (b Bucket) Reserved() (int64, error) {
 
 // Usage returns all the numbers at once with checked arithmetic.
 func (b Bucket) Usage() (Usage, error) {
-	allocated, err := b.Allocated()
-	if err != nil {
-		return Usage{}, err
-	}
 	reserved, err := b.Reserved()
 	if err != nil {
 		return Usage{}, err
 	}
-	used, err := Add(allocated, reserved)
+	used, err := Add(b.Allocated, reserved)
 	if err != nil {
 		return Usage{}, err
 	}
-	u := Usage{Limit: b.Limit, Allocated: allocated, Reserved: reserved}
+	u := Usage{Limit: b.Limit, Allocated: b.Allocated, Reserved: reserved}
 	if used < b.Limit {
 		if u.Available, err = Sub(b.Limit, used); err != nil {
 			return Usage{}, err
@@ -88,12 +81,9 @@ func (b Bucket) Usage() (Usage, error) {
 	return u, nil
 }
 
-// holds reports whether the claim already has an entry here; such a bucket
-// counts as taken for that claim.
+// holds reports whether the claim already has a reservation here; such a
+// bucket counts as taken for that claim.
 func (b Bucket) holds(claimID string) bool {
-	if _, ok := b.Allocations[claimID]; ok {
-		return true
-	}
 	_, ok := b.Reservations[claimID]
 	return ok
 }

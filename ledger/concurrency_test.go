@@ -55,11 +55,14 @@ func TestConcurrentReserveOneBucket(t *testing.T) {
 	}
 }
 
-// Claims against a project cap and an organization cap race; some are
-// released again while others are still being admitted. Every claim that
-// ends up held must be held in both buckets, and no bucket may ever be seen
-// above its limit.
-func TestConcurrentReserveProjectAndOrg(t *testing.T) {
+// Claims against a project cap and an organization cap race with an
+// observer. After a grant each claim's object either appears (and may be
+// deleted again), never appears (the observer expires its reservation), or
+// is released; the observer repeatedly counts the live objects and folds
+// their reservations. No bucket may ever be seen above its limit, and once
+// everything has settled and been observed, allocated is the sum of the live
+// objects in every bucket and nothing is reserved.
+func TestConcurrentReserveObserveProjectAndOrg(t *testing.T) {
 	const (
 		workers         = 64
 		claimsPerWorker = 6
@@ -75,9 +78,10 @@ func TestConcurrentReserveProjectAndOrg(t *testing.T) {
 		keys = append(keys, ledger.NewBucketKey(projects[i], rtProjects, nil))
 	}
 
+	w := newWorld()
 	done := make(chan struct{})
-	var monitor sync.WaitGroup
-	monitor.Go(func() {
+	var background sync.WaitGroup
+	background.Go(func() {
 		for {
 			select {
 			case <-done:
@@ -97,29 +101,33 @@ func TestConcurrentReserveProjectAndOrg(t *testing.T) {
 			}
 		}
 	})
+	background.Go(func() { // the observer: one, as the leader runs it
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			w.observe(t, f, keys)
+		}
+	})
 
-	var mu sync.Mutex
-	held := map[string]ledger.Claim{} // claims granted and not released
 	var wg sync.WaitGroup
 	start := make(chan struct{})
-	for w := range workers {
+	for wk := range workers {
 		wg.Go(func() {
-			r := rand.New(rand.NewSource(int64(w)))
+			r := rand.New(rand.NewSource(int64(wk)))
 			<-start
 			for n := range claimsPerWorker {
 				amount := 1 + r.Int63n(3)
-				reqs := []ledger.Request{req(projects[w%len(projects)], rtProjects, amount, nil), req(org("o"), rtProjects, amount, nil)}
+				reqs := []ledger.Request{req(projects[wk%len(projects)], rtProjects, amount, nil), req(org("o"), rtProjects, amount, nil)}
 				if r.Intn(2) == 0 {
 					reqs[0], reqs[1] = reqs[1], reqs[0]
 				}
-				c := claim(fmt.Sprintf("w%d-c%d", w, n), reqs...)
-				take := f.ledger.Reserve
-				if w%2 == 1 {
-					take = f.ledger.Allocate
-				}
-				d, err := take(f.ctx, c)
+				c := claim(fmt.Sprintf("w%d-c%d", wk, n), reqs...)
+				d, err := f.ledger.Reserve(f.ctx, c)
 				if err != nil {
-					t.Errorf("take: %v", err)
+					t.Errorf("reserve: %v", err)
 					return
 				}
 				if !d.Granted {
@@ -130,31 +138,32 @@ func TestConcurrentReserveProjectAndOrg(t *testing.T) {
 						t.Errorf("granted %s above limit: %+v", c.ID, rd)
 					}
 				}
-				if r.Intn(3) == 0 {
+				switch r.Intn(6) {
+				case 0: // decided by a controller, then deleted
 					if err := f.ledger.Release(f.ctx, c); err != nil {
 						t.Errorf("release: %v", err)
 					}
-					continue
+				case 1: // rejected later in the admission chain
+					w.gone(c)
+				case 2: // created, later deleted
+					w.appear(c)
+					time.Sleep(time.Duration(r.Intn(100)) * time.Microsecond)
+					w.gone(c)
+				default:
+					w.appear(c)
 				}
-				mu.Lock()
-				held[c.ID] = c
-				mu.Unlock()
 			}
 		})
 	}
 	close(start)
 	wg.Wait()
 	close(done)
-	monitor.Wait()
+	background.Wait()
 
-	want := map[ledger.BucketKey]int64{}
-	for _, c := range held {
-		for _, r := range c.Requests {
-			want[ledger.NewBucketKey(r.Consumer, r.ResourceType, r.Dimensions)] += r.Amount
-		}
-	}
+	w.observe(t, f, keys) // after quiescence
+	want := w.sums()
 	if want[keys[0]] == 0 {
-		t.Fatal("no claim was held at all")
+		t.Fatal("no object is live at all")
 	}
 	for _, k := range keys {
 		b, _, err := f.store.Get(f.ctx, k)
@@ -165,21 +174,78 @@ func TestConcurrentReserveProjectAndOrg(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if u.Allocated+u.Reserved != want[k] || u.Allocated+u.Reserved > u.Limit {
-			t.Fatalf("bucket %s: %+v, want allocated+reserved = %d (sum of held claims) within limit", k, u, want[k])
-		}
-		for id := range b.Allocations {
-			if _, ok := held[id]; !ok {
-				t.Fatalf("bucket %s holds allocation of released or denied claim %s", k, id)
-			}
-		}
-		for id := range b.Reservations {
-			if _, ok := held[id]; !ok {
-				t.Fatalf("bucket %s holds reservation of released or denied claim %s", k, id)
-			}
+		if u.Allocated != want[k] || u.Reserved != 0 || u.Allocated > u.Limit {
+			t.Fatalf("bucket %s: %+v, want allocated %d (the live objects), reserved 0, within limit; reservations %v", k, u, want[k], b.Reservations)
 		}
 	}
-	t.Logf("held %d claims; org bucket at %d of %d", len(held), want[keys[0]], orgLimit)
+	t.Logf("%d live objects after %d observations; org bucket at %d of %d", len(w.live), w.observations, want[keys[0]], orgLimit)
+}
+
+// world is the objects a concurrency test's claims were for: live ones
+// (created) and gone ones (deleted, or never created).
+type world struct {
+	mu           sync.Mutex
+	live         map[string]ledger.Claim
+	goneIDs      map[string]bool
+	observations int
+}
+
+func newWorld() *world { return &world{live: map[string]ledger.Claim{}, goneIDs: map[string]bool{}} }
+
+func (w *world) appear(c ledger.Claim) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.live[c.ID] = c
+}
+
+func (w *world) gone(c ledger.Claim) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.live, c.ID)
+	w.goneIDs[c.ID] = true
+}
+
+// sums is what the live objects count per bucket.
+func (w *world) sums() map[ledger.BucketKey]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[ledger.BucketKey]int64{}
+	for _, c := range w.live {
+		for _, r := range c.Requests {
+			out[ledger.NewBucketKey(r.Consumer, r.ResourceType, r.Dimensions)] += r.Amount
+		}
+	}
+	return out
+}
+
+// observe is one observer pass: from one snapshot of the world, count the
+// live objects, fold their reservations and expire the gone ones'.
+func (w *world) observe(t *testing.T, f *fixture, keys []ledger.BucketKey) {
+	w.mu.Lock()
+	counted := map[ledger.BucketKey][]string{}
+	sums := map[ledger.BucketKey]int64{}
+	for id, c := range w.live {
+		for _, r := range c.Requests {
+			k := ledger.NewBucketKey(r.Consumer, r.ResourceType, r.Dimensions)
+			counted[k] = append(counted[k], id)
+			sums[k] += r.Amount
+		}
+	}
+	var expire []string
+	for id := range w.goneIDs {
+		expire = append(expire, id)
+	}
+	w.observations++
+	w.mu.Unlock()
+	for _, k := range keys {
+		obs := ledger.Observation{Allocated: sums[k], Count: int64(len(counted[k])), Fold: counted[k], Expire: expire}
+		if sums[k] > 0 {
+			obs.ByNamespace = map[string]int64{"ns": sums[k]}
+		}
+		if _, err := f.ledger.Observe(f.ctx, k, obs); err != nil {
+			t.Errorf("observe %s: %v", k, err)
+		}
+	}
 }
 
 // Concurrent replays of one claim id must leave it held exactly once in every
@@ -243,7 +309,7 @@ func TestConcurrentReplayWithRelease(t *testing.T) {
 		f.grant(t, "quota/p#0", p, rtProjects, 10, nil)
 		f.grant(t, "quota/o#0", org("o"), rtProjects, 2, nil)
 		blocker := claim("blocker", req(org("o"), rtProjects, 2, nil))
-		mustAllocate(t, f, blocker)
+		mustReserve(t, f, blocker)
 		c := claim("same", req(p, rtProjects, 2, nil), req(org("o"), rtProjects, 2, nil))
 		var wg sync.WaitGroup
 		for w := range 8 {

@@ -1,5 +1,21 @@
 // Package ledger owns quota arithmetic for quotakeeper and nothing else.
-// Admission builtins, controllers and the CLI are thin adapters over it.
+// Admission builtins, the observer, controllers and the CLI are thin adapters
+// over it.
+//
+// # Observed usage and the in-flight window
+//
+// A bucket's allocated is observed usage: the sum, over the live objects
+// counted against the bucket, of what each counts. The ledger does not count
+// objects itself; the observer does, and writes its figures with Observe
+// (allocated, the split by namespace, the number of counted objects). It is
+// the only writer of those figures. Admission only reserves the in-flight
+// window: Reserve holds an amount for an object that does not exist yet,
+// judged against allocated + reserved + request <= limit. When the observer
+// counts the object it folds the reservation in the same write that adds
+// the object to allocated, so a reader sees the object's amount once, as a
+// reservation or as allocated, never both and never neither. The bucket keeps
+// no per-object list: the observer holds that, and can rebuild it from the
+// live objects at any time.
 //
 // # Buckets, grants and limits
 //
@@ -11,8 +27,9 @@
 // the same consumer and resource type whose selector matches the bucket's
 // dimensions. Grants are additive. The contributing grants are stored with the
 // limit so the number can be explained. Lowering a limit never revokes
-// allocations or reservations; it only blocks new ones, and a bucket may sit
-// above its limit until usage drains.
+// usage or reservations; it only blocks new ones, and a bucket may sit above
+// its limit until usage drains. Observed usage is stored as observed, even
+// above the limit: it is the truth about objects that exist.
 //
 // # Why the store is per bucket
 //
@@ -37,34 +54,39 @@
 //
 // # Claim ids and idempotency
 //
-// Every entry in a bucket is keyed by the claim's ID. A bucket that already
-// holds an allocation or a reservation under the ID counts as taken, and
-// nothing is added: replaying a granted claim returns a granted decision and
-// changes nothing, whatever amounts the replay carries. Rollback only removes
-// entries that the same call added, so a replay never un-counts quota held by
-// an earlier call. Requests of one claim that resolve to the same bucket are
-// merged by summing their amounts. Realize and Release are idempotent by ID as
-// well. Calls for the same ID are serialized within one Ledger; across
-// processes the per-bucket semantics still hold but two concurrent calls for
-// one ID may interleave, so callers should not race a claim against itself.
+// Every reservation in a bucket is keyed by the claim's ID (the object's uid
+// for a CREATE, "<uid>/<generation>" for the growth of an UPDATE, the
+// ResourceClaim's uid for a controller-decided claim). A bucket that already
+// holds a reservation under the ID counts as taken, and nothing is added:
+// replaying a granted claim returns a granted decision and changes nothing,
+// whatever amounts the replay carries. Once the observer has folded the
+// reservation the ID is no longer held, and a late replay reserves again
+// until the next observation folds it too. Rollback only removes
+// reservations that the same call added, so a replay never un-counts quota
+// held by an earlier call. Requests of one claim that resolve to the same
+// bucket are merged by summing their amounts. Release is idempotent by ID as
+// well, and Observe ignores the IDs it names that a bucket does not hold.
+// Calls for the same ID are serialized within one Ledger; across processes
+// the per-bucket semantics still hold but two concurrent calls for one ID may
+// interleave, so callers should not race a claim against itself.
 //
-// Mutations that would change nothing (a replay, releasing an absent entry,
-// refreshing a current limit) are not written at all, and a bucket is only
-// created by a write that needs it.
+// Mutations that would change nothing (a replay, releasing an absent
+// reservation, an observation that matches the bucket, refreshing a current
+// limit) are not written at all, and a bucket is only created by a write
+// that needs it.
 //
 // # Reservations and TTL
 //
 // Reserve is the admission path: the object does not exist yet, so its quota
 // is held as a reservation that expires (DefaultReservationTTL, two minutes,
-// unless WithReservationTTL says otherwise). Realize turns the reservation
-// into an allocation once the object exists; if the reservation already
-// expired, the allocation is added anyway, since the object exists and
-// counting it is the truth. A reservation counts against the bucket until
-// it is released: the ledger never drops one by itself, since only whoever
-// watches the object can tell one that never appeared (Release it at or after
-// ExpiresAt) from one whose realization is merely late. Allocate records
-// allocations directly, for claims decided by a controller about objects that
-// already exist.
+// unless WithReservationTTL says otherwise). A reservation counts against the
+// bucket until it is removed, and only three things remove one: the
+// observer's Fold (the object is now counted in allocated), the observer's
+// Expire (past ExpiresAt with no object: rejected later in the admission
+// chain, or the client gave up), and Release (a controller-decided claim
+// being deleted) or a denied claim's rollback. The ledger never drops one by
+// itself on its clock, since only whoever watches the objects can tell one
+// that never appeared from one whose object is merely late.
 //
 // # Arithmetic and validation
 //

@@ -71,13 +71,6 @@ func (l *Ledger) lockClaim(id string) (unlock func()) {
 	return m.Unlock
 }
 
-type entryKind int
-
-const (
-	kindReservation entryKind = iota
-	kindAllocation
-)
-
 // target is one distinct bucket a claim touches: the merged request and the
 // limit computed once for the whole call, so every bucket of one decision is
 // judged against the same view of the grants.
@@ -149,7 +142,7 @@ func byName(ts []target) []int {
 
 // Refresh rewrites one bucket's limit and contributions from the current
 // grants; the grant controller calls it when grants change. Lowering a limit
-// never touches existing entries: it only blocks new ones. The bucket is not
+// never touches usage or reservations: it only blocks new ones. The bucket is not
 // written when nothing changed.
 func (l *Ledger) Refresh(ctx context.Context, key BucketKey) (Bucket, error) {
 	limit, contribs, err := limitFor(l.grants, key)

@@ -24,13 +24,19 @@ func mustReserve(t *testing.T, f *fixture, c ledger.Claim) ledger.Decision {
 	return d
 }
 
-func mustAllocate(t *testing.T, f *fixture, c ledger.Claim) ledger.Decision {
+// observed is what an observer reports when it counts amount in namespace
+// "ns" from one object, folding the listed reservations.
+func observed(amount int64, fold ...string) ledger.Observation {
+	return ledger.Observation{Allocated: amount, ByNamespace: map[string]int64{"ns": amount}, Count: 1, Fold: fold}
+}
+
+func mustObserve(t *testing.T, f *fixture, key ledger.BucketKey, obs ledger.Observation) ledger.Bucket {
 	t.Helper()
-	d, err := f.ledger.Allocate(f.ctx, c)
+	b, err := f.ledger.Observe(f.ctx, key, obs)
 	if err != nil {
-		t.Fatalf("allocate %s: %v", c.ID, err)
+		t.Fatalf("observe %s: %v", key, err)
 	}
-	return d
+	return b
 }
 
 func snapshot(t *testing.T, f *fixture) []ledger.Bucket {
@@ -110,7 +116,7 @@ func TestSelectors(t *testing.T) {
 func TestLoweredLimitKeepsExistingBlocksNew(t *testing.T) {
 	f := newFixture(t)
 	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
-	mustAllocate(t, f, claim("a", req(project("p"), rtProjects, 4, nil)))
+	mustObserve(t, f, projectsKey, observed(4))
 	mustReserve(t, f, claim("r", req(project("p"), rtProjects, 4, nil)))
 
 	f.grant(t, "ns/g#0", project("p"), rtProjects, 5, nil)
@@ -118,7 +124,7 @@ func TestLoweredLimitKeepsExistingBlocksNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Limit != 5 || len(b.Allocations) != 1 || len(b.Reservations) != 1 {
+	if b.Limit != 5 || b.Allocated != 4 || len(b.Reservations) != 1 {
 		t.Fatalf("after lowering: %+v", b)
 	}
 	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 5, Allocated: 4, Reserved: 4, Available: 0})
@@ -127,15 +133,12 @@ func TestLoweredLimitKeepsExistingBlocksNew(t *testing.T) {
 	if d.Granted || d.Message() != "requested 1 of resourcemanager.miloapis.com/projects, available 0 of 5 (allocated 4, reserved 4)" {
 		t.Fatalf("new reserve over lowered limit: granted=%v %q", d.Granted, d.Message())
 	}
-	// The existing reservation still realizes, taking the bucket to 8 of 5.
-	if err := f.ledger.Realize(f.ctx, claim("r", req(project("p"), rtProjects, 4, nil))); err != nil {
-		t.Fatal(err)
-	}
+	// The reserved object still appears and is counted, taking the bucket to
+	// 8 of 5: observed usage is the truth, whatever the limit.
+	mustObserve(t, f, projectsKey, ledger.Observation{Allocated: 8, ByNamespace: map[string]int64{"ns": 8}, Count: 2, Fold: []string{"r"}})
 	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 5, Allocated: 8, Reserved: 0, Available: 0})
 	// Draining below the new limit makes room again, only down to it.
-	if err := f.ledger.Release(f.ctx, claim("a", req(project("p"), rtProjects, 4, nil))); err != nil {
-		t.Fatal(err)
-	}
+	mustObserve(t, f, projectsKey, observed(4))
 	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 5, Allocated: 4, Available: 1})
 	if d := mustReserve(t, f, claim("new", req(project("p"), rtProjects, 1, nil))); !d.Granted {
 		t.Fatalf("reserve within lowered limit denied: %s", d.Message())
@@ -164,19 +167,24 @@ func TestOverflow(t *testing.T) {
 	t.Run("allocated+reserved+amount", func(t *testing.T) {
 		f := newFixture(t)
 		f.grant(t, "ns/a#0", project("p"), rtProjects, math.MaxInt64, nil)
-		if d := mustAllocate(t, f, claim("big", req(project("p"), rtProjects, math.MaxInt64, nil))); !d.Granted {
-			t.Fatalf("allocating MaxInt64 of MaxInt64 denied: %s", d.Message())
+		if d := mustReserve(t, f, claim("one", req(project("p"), rtProjects, 1, nil))); !d.Granted {
+			t.Fatalf("reserving 1 of MaxInt64 denied: %s", d.Message())
 		}
 		before := snapshot(t, f)
-		_, err := f.ledger.Reserve(f.ctx, claim("one", req(project("p"), rtProjects, 1, nil)))
+		if _, err := f.ledger.Observe(f.ctx, projectsKey, observed(math.MaxInt64)); !errors.Is(err, ledger.ErrOverflow) {
+			t.Fatalf("observation that overflows with the reservation: err = %v, want ErrOverflow", err)
+		}
+		if diff := cmp.Diff(before, snapshot(t, f)); diff != "" {
+			t.Fatalf("overflowing observation changed state (-before +after):\n%s", diff)
+		}
+		mustObserve(t, f, projectsKey, observed(math.MaxInt64, "one")) // folding it fits
+		before = snapshot(t, f)
+		_, err := f.ledger.Reserve(f.ctx, claim("two", req(project("p"), rtProjects, 1, nil)))
 		if !errors.Is(err, ledger.ErrOverflow) || errors.Is(err, ledger.ErrQuotaExceeded) {
 			t.Fatalf("reserve that overflows: err = %v, want ErrOverflow and not a refusal", err)
 		}
-		if err := f.ledger.Realize(f.ctx, claim("one", req(project("p"), rtProjects, 1, nil))); !errors.Is(err, ledger.ErrOverflow) {
-			t.Fatalf("realize that overflows: err = %v, want ErrOverflow", err)
-		}
 		if diff := cmp.Diff(before, snapshot(t, f)); diff != "" {
-			t.Fatalf("overflowing calls changed state (-before +after):\n%s", diff)
+			t.Fatalf("overflowing reserve changed state (-before +after):\n%s", diff)
 		}
 	})
 	t.Run("merged requests", func(t *testing.T) {
@@ -218,10 +226,8 @@ func TestValidation(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, errReserve := f.ledger.Reserve(f.ctx, tc.claim)
-			_, errAllocate := f.ledger.Allocate(f.ctx, tc.claim)
-			errRealize := f.ledger.Realize(f.ctx, tc.claim)
 			errRelease := f.ledger.Release(f.ctx, tc.claim)
-			for _, err := range []error{errReserve, errAllocate, errRealize, errRelease} {
+			for _, err := range []error{errReserve, errRelease} {
 				var verr *ledger.ValidationError
 				if !errors.As(err, &verr) || !errors.Is(err, ledger.ErrInvalid) || err.Error() != tc.want {
 					t.Fatalf("err = %v, want ValidationError %q", err, tc.want)
@@ -251,29 +257,21 @@ func TestIdempotentReplay(t *testing.T) {
 	if diff := cmp.Diff(state, snapshot(t, f)); diff != "" {
 		t.Fatalf("replay changed state (-before +after):\n%s", diff)
 	}
-	// The org bucket has 1 left, but the replay (even with a larger amount,
-	// even through Allocate) is already held: granted, nothing added.
+	// The org bucket has 1 left, but the replay (even with a larger amount)
+	// is already held: granted, nothing added.
 	bigger := claim("c", req(project("p"), rtProjects, 5, nil), req(org("o"), rtProjects, 5, nil))
-	if d := mustAllocate(t, f, bigger); !d.Granted {
-		t.Fatalf("replay via Allocate denied: %s", d.Message())
+	if d := mustReserve(t, f, bigger); !d.Granted {
+		t.Fatalf("larger replay denied: %s", d.Message())
 	}
 	if diff := cmp.Diff(state, snapshot(t, f)); diff != "" {
-		t.Fatalf("replay via Allocate changed state (-before +after):\n%s", diff)
+		t.Fatalf("larger replay changed state (-before +after):\n%s", diff)
 	}
-	// After realization a replay still changes nothing.
-	if err := f.ledger.Realize(f.ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	realized := snapshot(t, f)
-	d := mustReserve(t, f, c)
-	if !d.Granted || d.Requests[0].Allocated != 2 || d.Requests[0].Reserved != 0 {
-		t.Fatalf("replay after realize: %+v", d)
-	}
-	if err := f.ledger.Realize(f.ctx, c); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(realized, snapshot(t, f)); diff != "" {
-		t.Fatalf("replayed reserve/realize changed state (-before +after):\n%s", diff)
+	// A replayed observation changes nothing either.
+	mustObserve(t, f, projectsKey, observed(2, "c"))
+	observedState := snapshot(t, f)
+	mustObserve(t, f, projectsKey, observed(2, "c"))
+	if diff := cmp.Diff(observedState, snapshot(t, f)); diff != "" {
+		t.Fatalf("replayed observation changed state (-before +after):\n%s", diff)
 	}
 }
 
@@ -308,9 +306,9 @@ func TestRollbackOnRefusal(t *testing.T) {
 			}
 			f.grant(t, "ns/fits#0", fits, rtProjects, 10, nil)
 			f.grant(t, "ns/refuses#0", refuses, rtProjects, 5, nil)
-			mustAllocate(t, f, claim("a", req(fits, rtProjects, 1, nil)))
+			mustObserve(t, f, fitsKey, observed(1))
 			mustReserve(t, f, claim("r", req(fits, rtProjects, 1, nil)))
-			mustAllocate(t, f, claim("full", req(refuses, rtProjects, 5, nil)))
+			mustObserve(t, f, refusesKey, observed(5))
 			before := snapshot(t, f)
 
 			counting := &countingStore{Store: f.store, writes: map[ledger.BucketKey]int{}}
@@ -359,36 +357,12 @@ func TestReservationTTLOption(t *testing.T) {
 	}
 }
 
-func TestRealizeAfterExpiry(t *testing.T) {
-	f := newFixture(t)
-	f.grant(t, "ns/g#0", project("p"), rtProjects, 1, nil)
-	a := claim("a", req(project("p"), rtProjects, 1, nil))
-	mustReserve(t, f, a)
-	f.clock.now = t0.Add(ledger.DefaultReservationTTL)
-	// Expired: returned as the realization controller returns it.
-	if err := f.ledger.Release(f.ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	if d := mustReserve(t, f, claim("b", req(project("p"), rtProjects, 1, nil))); !d.Granted {
-		t.Fatal("reserve after expiry denied")
-	}
-	// a's object exists after all: it is counted, even over the limit.
-	if err := f.ledger.Realize(f.ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 1, Allocated: 1, Reserved: 1, Available: 0})
-	if err := f.ledger.Realize(f.ctx, a); err != nil {
-		t.Fatal(err)
-	}
-	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 1, Allocated: 1, Reserved: 1, Available: 0})
-}
-
 func TestReleaseIdempotent(t *testing.T) {
 	f := newFixture(t)
 	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
 	a := claim("a", req(project("p"), rtProjects, 4, nil))
 	r := claim("r", req(project("p"), rtProjects, 3, nil))
-	mustAllocate(t, f, a)
+	mustReserve(t, f, a)
 	mustReserve(t, f, r)
 	for range 2 {
 		if err := f.ledger.Release(f.ctx, a); err != nil {
@@ -414,11 +388,12 @@ func TestReleaseIdempotent(t *testing.T) {
 func TestMessages(t *testing.T) {
 	f := newFixture(t)
 	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
-	d := mustAllocate(t, f, claim("first", req(project("p"), rtProjects, 1, nil)))
-	if want := "granted 1 of resourcemanager.miloapis.com/projects: available 9 of 10 (allocated 1, reserved 0)"; !d.Granted || d.Message() != want || d.Requests[0].Message != want {
+	mustObserve(t, f, projectsKey, observed(1))
+	d := mustReserve(t, f, claim("second", req(project("p"), rtProjects, 1, nil)))
+	if want := "granted 1 of resourcemanager.miloapis.com/projects: available 8 of 10 (allocated 1, reserved 1)"; !d.Granted || d.Message() != want || d.Requests[0].Message != want {
 		t.Fatalf("granted message %q, want %q", d.Message(), want)
 	}
-	mustAllocate(t, f, claim("rest", req(project("p"), rtProjects, 9, nil)))
+	mustObserve(t, f, projectsKey, observed(10, "second"))
 	d = mustReserve(t, f, claim("over", req(project("p"), rtProjects, 1, nil)))
 	if want := "requested 1 of resourcemanager.miloapis.com/projects, available 0 of 10 (allocated 10, reserved 0)"; d.Granted || d.Message() != want {
 		t.Fatalf("denied message %q, want %q", d.Message(), want)

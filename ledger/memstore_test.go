@@ -21,7 +21,7 @@ func TestMemoryStoreCopies(t *testing.T) {
 	got, err := s.Apply(ctx, key, func(b *ledger.Bucket) error {
 		b.Limit = 5
 		b.Grants = []ledger.GrantContribution{{GrantID: "g", Amount: 5}}
-		b.Allocations = map[string]int64{"a": 1}
+		b.ByNamespace = map[string]int64{"a": 1}
 		b.Reservations = map[string]ledger.Reservation{"r": {ClaimID: "r", Amount: 2, ExpiresAt: t0}}
 		leaked = b
 		return nil
@@ -31,19 +31,19 @@ func TestMemoryStoreCopies(t *testing.T) {
 	}
 	// Scribbling over the returned bucket, a Get result, or what mutate was
 	// given must not reach the stored state.
-	got.Allocations["a"] = 100
+	got.ByNamespace["a"] = 100
 	got.Grants[0].Amount = 100
 	leaked.Reservations["x"] = ledger.Reservation{Amount: 100}
-	leaked.Allocations["y"] = 100
+	leaked.ByNamespace["y"] = 100
 	b, _, _ := s.Get(ctx, key)
-	b.Allocations["z"] = 100
+	b.ByNamespace["z"] = 100
 	b.Grants[0].Amount = 100
 	b, ok, err := s.Get(ctx, key)
 	if err != nil || !ok {
 		t.Fatalf("Get: %v %v", ok, err)
 	}
 	want := ledger.Bucket{Key: key, Limit: 5, Grants: []ledger.GrantContribution{{GrantID: "g", Amount: 5}},
-		Allocations: map[string]int64{"a": 1}, Reservations: map[string]ledger.Reservation{"r": {ClaimID: "r", Amount: 2, ExpiresAt: t0}}}
+		ByNamespace: map[string]int64{"a": 1}, Reservations: map[string]ledger.Reservation{"r": {ClaimID: "r", Amount: 2, ExpiresAt: t0}}}
 	if fmt.Sprint(b) != fmt.Sprint(want) {
 		t.Fatalf("stored bucket changed through an alias:\n got %+v\nwant %+v", b, want)
 	}
@@ -105,10 +105,10 @@ func TestMemoryStoreApplyAtomic(t *testing.T) {
 			for range 100 {
 				_, _ = s.Apply(ctx, keys[i%2], func(b *ledger.Bucket) error {
 					b.Limit++
-					if b.Allocations == nil {
-						b.Allocations = map[string]int64{}
+					if b.ByNamespace == nil {
+						b.ByNamespace = map[string]int64{}
 					}
-					b.Allocations[fmt.Sprint(i)]++
+					b.ByNamespace[fmt.Sprint(i)]++
 					time.Sleep(0) // widen the window a lost update would need
 					return nil
 				})
@@ -117,8 +117,8 @@ func TestMemoryStoreApplyAtomic(t *testing.T) {
 	}
 	wg.Wait()
 	for _, k := range keys {
-		if b, _, _ := s.Get(ctx, k); b.Limit != 1600 || len(b.Allocations) != 16 {
-			t.Fatalf("bucket %s: limit %d with %d allocations, want 1600 and 16", k, b.Limit, len(b.Allocations))
+		if b, _, _ := s.Get(ctx, k); b.Limit != 1600 || len(b.ByNamespace) != 16 {
+			t.Fatalf("bucket %s: limit %d with %d namespaces, want 1600 and 16", k, b.Limit, len(b.ByNamespace))
 		}
 	}
 }

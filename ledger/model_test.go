@@ -31,7 +31,9 @@ type refRes struct {
 type refBucket struct {
 	limit  int64
 	grants []ledger.GrantContribution
-	alloc  map[string]int64
+	alloc  int64
+	byNs   map[string]int64
+	count  int64
 	res    map[string]refRes
 }
 
@@ -75,9 +77,7 @@ func (m *refModel) limit(key ledger.BucketKey) (int64, []ledger.GrantContributio
 func refUsage(b *refBucket, limit int64) ledger.Usage {
 	u := ledger.Usage{Limit: limit}
 	if b != nil {
-		for _, a := range b.alloc {
-			u.Allocated += a
-		}
+		u.Allocated = b.alloc
 		for _, r := range b.res {
 			u.Reserved += r.amount
 		}
@@ -93,7 +93,7 @@ func refUsage(b *refBucket, limit int64) ledger.Usage {
 func (m *refModel) write(key ledger.BucketKey) *refBucket {
 	b := m.buckets[key]
 	if b == nil {
-		b = &refBucket{alloc: map[string]int64{}, res: map[string]refRes{}}
+		b = &refBucket{res: map[string]refRes{}}
 		m.buckets[key] = b
 	}
 	b.limit, b.grants = m.limit(key)
@@ -105,9 +105,8 @@ func (m *refModel) holds(key ledger.BucketKey, id string) bool {
 	if b == nil {
 		return false
 	}
-	_, a := b.alloc[id]
 	_, r := b.res[id]
-	return a || r
+	return r
 }
 
 func refValid(c ledger.Claim) bool {
@@ -147,7 +146,7 @@ func (m *refModel) merge(c ledger.Claim) []refTarget {
 	return ts
 }
 
-func (m *refModel) take(c ledger.Claim, allocate bool) ledger.Decision {
+func (m *refModel) reserve(c ledger.Claim) ledger.Decision {
 	ts := m.merge(c)
 	type state struct {
 		limit      int64
@@ -174,12 +173,7 @@ func (m *refModel) take(c ledger.Claim, allocate bool) ledger.Decision {
 	if all {
 		for i, t := range ts {
 			if !st[i].held {
-				b := m.write(t.key)
-				if allocate {
-					b.alloc[c.ID] = t.req.Amount
-				} else {
-					b.res[c.ID] = refRes{t.req.Amount, m.now.Add(m.ttl), c.Object}
-				}
+				m.write(t.key).res[c.ID] = refRes{t.req.Amount, m.now.Add(m.ttl), c.Object}
 			}
 		}
 	} else {
@@ -222,31 +216,37 @@ func (m *refModel) take(c ledger.Claim, allocate bool) ledger.Decision {
 	return d
 }
 
-func (m *refModel) realize(c ledger.Claim) {
-	for _, t := range m.merge(c) {
-		b := m.buckets[t.key]
-		var hasAlloc, hasRes bool
-		if b != nil {
-			_, hasAlloc = b.alloc[c.ID]
-			_, hasRes = b.res[c.ID]
+// observe writes the observed figures and drops the named reservations, and
+// writes (creating the bucket) only if that changes anything.
+func (m *refModel) observe(key ledger.BucketKey, obs ledger.Observation) {
+	limit, contribs := m.limit(key)
+	var removed []string
+	for _, id := range append(slices.Clone(obs.Fold), obs.Expire...) {
+		if m.holds(key, id) {
+			removed = append(removed, id)
 		}
-		if hasAlloc && !hasRes {
-			continue
-		}
-		b = m.write(t.key)
-		delete(b.res, c.ID)
-		if !hasAlloc {
-			b.alloc[c.ID] = t.req.Amount
-		}
+	}
+	old := m.buckets[key]
+	if old == nil {
+		old = &refBucket{}
+	}
+	if len(removed) == 0 && old.limit == limit && slices.Equal(old.grants, contribs) &&
+		old.alloc == obs.Allocated && old.count == obs.Count && maps.Equal(old.byNs, obs.ByNamespace) {
+		m.stats["observe-unchanged"]++
+		return
+	}
+	b := m.write(key)
+	b.alloc, b.count, b.byNs = obs.Allocated, obs.Count, maps.Clone(obs.ByNamespace)
+	for _, id := range removed {
+		delete(b.res, id)
+		m.stats["folded-or-expired"]++
 	}
 }
 
 func (m *refModel) release(c ledger.Claim) {
 	for _, t := range m.merge(c) {
 		if m.holds(t.key, c.ID) {
-			b := m.write(t.key)
-			delete(b.alloc, c.ID)
-			delete(b.res, c.ID)
+			delete(m.write(t.key).res, c.ID)
 		}
 	}
 }
@@ -359,6 +359,63 @@ func (g *modelGen) invalidClaim() ledger.Claim {
 	return c
 }
 
+// observation makes up what an observer might report for a bucket: a random
+// split over a few namespaces (sometimes the bucket's current figures again),
+// folding or expiring some of its reservations and naming some ids it does
+// not hold.
+func (g *modelGen) observation(m *refModel, key ledger.BucketKey) ledger.Observation {
+	var obs ledger.Observation
+	b := m.buckets[key]
+	if b != nil && g.r.Intn(4) == 0 {
+		obs = ledger.Observation{Allocated: b.alloc, ByNamespace: maps.Clone(b.byNs), Count: b.count}
+	} else {
+		for _, ns := range []string{"", "team-a", "team-b"} {
+			if g.r.Intn(2) == 0 {
+				continue
+			}
+			v := g.r.Int63n(7)
+			if obs.ByNamespace == nil {
+				obs.ByNamespace = map[string]int64{}
+			}
+			obs.ByNamespace[ns] = v
+			obs.Allocated += v
+			obs.Count += 1 + g.r.Int63n(2)
+		}
+	}
+	if b != nil {
+		for _, id := range slices.Sorted(maps.Keys(b.res)) {
+			switch g.r.Intn(4) {
+			case 0:
+				obs.Fold = append(obs.Fold, id)
+			case 1:
+				obs.Expire = append(obs.Expire, id)
+			}
+		}
+	}
+	if g.r.Intn(3) == 0 {
+		obs.Fold = append(obs.Fold, fmt.Sprintf("claim-%d", g.r.Intn(24)))
+	}
+	return obs
+}
+
+func (g *modelGen) invalidObservation() (ledger.Observation, string) {
+	obs := ledger.Observation{Allocated: 3, ByNamespace: map[string]int64{"team-a": 1, "team-b": 2}, Count: 2}
+	switch g.r.Intn(4) {
+	case 0:
+		obs.Allocated = -1
+		return obs, "allocated: must not be negative, got -1"
+	case 1:
+		obs.Count = -2
+		return obs, "count: must not be negative, got -2"
+	case 2:
+		obs.ByNamespace["team-b"] = -2
+		return obs, "byNamespace[team-b]: must not be negative, got -2"
+	default:
+		obs.Allocated = 4
+		return obs, "byNamespace: sums to 3, want allocated 4"
+	}
+}
+
 func (g *modelGen) grant() ledger.Grant {
 	g.gen++
 	return ledger.Grant{
@@ -423,33 +480,28 @@ func runModel(t *testing.T, seed int64, steps int) {
 	for step := range steps {
 		var op string
 		switch p := g.r.Intn(100); {
-		case p < 30:
+		case p < 35:
 			op = "reserve"
 			c := g.claim()
 			got, err := f.ledger.Reserve(f.ctx, c)
 			if err != nil {
 				t.Fatalf("step %d reserve %+v: %v", step, c, err)
 			}
-			want := m.take(c, false)
+			want := m.reserve(c)
 			if got.Granted {
 				counts["granted"]++
 			}
 			compareDecision(t, step, op, c, got, want)
-		case p < 40:
-			op = "allocate"
-			c := g.claim()
-			got, err := f.ledger.Allocate(f.ctx, c)
+		case p < 58:
+			op = "observe"
+			key := g.keys[g.r.Intn(len(g.keys))]
+			obs := g.observation(m, key)
+			got, err := f.ledger.Observe(f.ctx, key, obs)
 			if err != nil {
-				t.Fatalf("step %d allocate %+v: %v", step, c, err)
+				t.Fatalf("step %d observe %s %+v: %v", step, key, obs, err)
 			}
-			compareDecision(t, step, op, c, got, m.take(c, true))
-		case p < 55:
-			op = "realize"
-			c := g.claim()
-			if err := f.ledger.Realize(f.ctx, c); err != nil {
-				t.Fatalf("step %d realize: %v", step, err)
-			}
-			m.realize(c)
+			m.observe(key, obs)
+			compareReturned(t, step, op, key, got, m)
 		case p < 68:
 			op = "release"
 			c := g.claim()
@@ -491,16 +543,19 @@ func runModel(t *testing.T, seed int64, steps int) {
 			}
 		case p < 98:
 			op = "invalid"
+			if g.r.Intn(3) == 0 {
+				obs, want := g.invalidObservation()
+				_, err := f.ledger.Observe(f.ctx, g.keys[g.r.Intn(len(g.keys))], obs)
+				if !errors.Is(err, ledger.ErrInvalid) || err.Error() != want {
+					t.Fatalf("step %d invalid observation %+v: err = %v, want ErrInvalid %q", step, obs, err, want)
+				}
+				break
+			}
 			c := g.invalidClaim()
 			var err error
-			switch g.r.Intn(4) {
-			case 0:
+			if g.r.Intn(2) == 0 {
 				_, err = f.ledger.Reserve(f.ctx, c)
-			case 1:
-				_, err = f.ledger.Allocate(f.ctx, c)
-			case 2:
-				err = f.ledger.Realize(f.ctx, c)
-			case 3:
+			} else {
 				err = f.ledger.Release(f.ctx, c)
 			}
 			if refValid(c) || !errors.Is(err, ledger.ErrInvalid) {
@@ -518,7 +573,8 @@ func runModel(t *testing.T, seed int64, steps int) {
 	}
 	// A run that never granted or refused anything proves little.
 	if counts["granted"] == 0 || counts["granted"] == counts["reserve"] ||
-		m.stats["held"] == 0 || m.stats["merged"] == 0 || m.stats["rolled-back"] == 0 {
+		m.stats["held"] == 0 || m.stats["merged"] == 0 || m.stats["rolled-back"] == 0 ||
+		m.stats["folded-or-expired"] == 0 || m.stats["observe-unchanged"] == 0 {
 		t.Fatalf("degenerate run: %v %v", counts, m.stats)
 	}
 	t.Logf("ops: %v, paths: %v, buckets: %d", counts, m.stats, len(m.buckets))
@@ -528,6 +584,23 @@ func compareDecision(t *testing.T, step int, op string, c ledger.Claim, got, wan
 	t.Helper()
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("step %d %s %+v (-want +got):\n%s", step, op, c, diff)
+	}
+}
+
+// compareReturned checks the bucket a write returned: the bucket as the model
+// has it, or an empty one when the write created nothing.
+func compareReturned(t *testing.T, step int, op string, key ledger.BucketKey, got ledger.Bucket, m *refModel) {
+	t.Helper()
+	rb := m.buckets[key]
+	if rb == nil {
+		if diff := cmp.Diff(ledger.Bucket{Key: key}, got); diff != "" {
+			t.Fatalf("step %d %s %s returned a bucket the model does not have (-want +got):\n%s", step, op, key, diff)
+		}
+		return
+	}
+	if got.Key != key || got.Limit != rb.limit || !slices.Equal(got.Grants, rb.grants) || got.Allocated != rb.alloc ||
+		got.Count != rb.count || !maps.Equal(got.ByNamespace, rb.byNs) || len(got.Reservations) != len(rb.res) {
+		t.Fatalf("step %d %s %s returned %+v, model %+v", step, op, key, got, rb)
 	}
 }
 
@@ -548,8 +621,9 @@ func compareState(t *testing.T, step int, op string, f *fixture, m *refModel) {
 		if b.Limit != rb.limit || !slices.Equal(b.Grants, rb.grants) {
 			t.Fatalf("step %d after %s: bucket %s limit %d grants %v, model %d %v", step, op, b.Key, b.Limit, b.Grants, rb.limit, rb.grants)
 		}
-		if !maps.Equal(b.Allocations, rb.alloc) {
-			t.Fatalf("step %d after %s: bucket %s allocations %v, model %v", step, op, b.Key, b.Allocations, rb.alloc)
+		if b.Allocated != rb.alloc || b.Count != rb.count || !maps.Equal(b.ByNamespace, rb.byNs) {
+			t.Fatalf("step %d after %s: bucket %s observed %d %v count %d, model %d %v count %d",
+				step, op, b.Key, b.Allocated, b.ByNamespace, b.Count, rb.alloc, rb.byNs, rb.count)
 		}
 		if len(b.Reservations) != len(rb.res) {
 			t.Fatalf("step %d after %s: bucket %s reservations %v, model %v", step, op, b.Key, b.Reservations, rb.res)

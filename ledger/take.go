@@ -8,27 +8,14 @@ import (
 )
 
 // Reserve is the admission path: it holds every requested amount as a
-// reservation that expires after the TTL unless Realize turns it into an
-// allocation. All or nothing: if any bucket refuses, what this call took is
-// rolled back and the decision is denied. A denied decision is not an error;
-// an error means the outcome is unknown or the claim is invalid. When a
-// rollback fails the denied Decision is returned together with the error.
+// reservation under the claim's ID, expiring after the TTL, until the
+// observer counts the object (and folds the reservation into allocated),
+// expires it, or Release removes it. All or nothing: if any bucket refuses,
+// what this call took is rolled back and the decision is denied. A denied
+// decision is not an error; an error means the outcome is unknown or the
+// claim is invalid. When a rollback fails the denied Decision is returned
+// together with the error.
 func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
-	return l.take(ctx, claim, kindReservation)
-}
-
-// Allocate is Reserve for claims decided by a controller for objects that
-// already exist: it records allocations directly.
-func (l *Ledger) Allocate(ctx context.Context, claim Claim) (Decision, error) {
-	return l.take(ctx, claim, kindAllocation)
-}
-
-type takeOutcome struct {
-	before, after Usage
-	added         bool // this call wrote the entry (as opposed to a replay)
-}
-
-func (l *Ledger) take(ctx context.Context, claim Claim, kind entryKind) (Decision, error) {
 	ts, err := l.targets(claim)
 	if err != nil {
 		return Decision{}, err
@@ -49,7 +36,7 @@ func (l *Ledger) take(ctx context.Context, claim Claim, kind entryKind) (Decisio
 			notAttempted = append(notAttempted, i)
 			continue
 		}
-		out, err := l.takeOne(ctx, claim, ts[i], kind, expires)
+		out, err := l.takeOne(ctx, claim, ts[i], expires)
 		var refusal *RefusedError
 		switch {
 		case errors.As(err, &refusal):
@@ -57,7 +44,7 @@ func (l *Ledger) take(ctx context.Context, claim Claim, kind entryKind) (Decisio
 			results[i].Reason = ReasonQuotaExceeded
 			results[i].setUsage(Usage{Limit: refusal.Limit, Allocated: refusal.Allocated, Reserved: refusal.Reserved, Available: refusal.Available})
 		case err != nil:
-			if rbErr := l.rollback(ctx, claim.ID, kind, added); rbErr != nil {
+			if rbErr := l.rollback(ctx, claim.ID, added); rbErr != nil {
 				err = errors.Join(err, rbErr)
 			}
 			return Decision{}, err
@@ -79,7 +66,7 @@ func (l *Ledger) take(ctx context.Context, claim Claim, kind entryKind) (Decisio
 		return Decision{Granted: true, Requests: results}, nil
 	}
 
-	rbErr := l.rollback(ctx, claim.ID, kind, added)
+	rbErr := l.rollback(ctx, claim.ID, added)
 	for i := range results {
 		if results[i].Reason == ReasonQuotaAvailable {
 			results[i].setUsage(outcomes[i].before)
@@ -102,8 +89,13 @@ func (l *Ledger) take(ctx context.Context, claim Claim, kind entryKind) (Decisio
 	return Decision{Granted: false, Requests: results}, rbErr
 }
 
-// takeOne is one bucket's atomic step of a take.
-func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, kind entryKind, expires time.Time) (takeOutcome, error) {
+type takeOutcome struct {
+	before, after Usage
+	added         bool // this call wrote the entry (as opposed to a replay)
+}
+
+// takeOne is one bucket's atomic step of a Reserve.
+func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires time.Time) (takeOutcome, error) {
 	var out takeOutcome
 	_, err := l.store.Apply(ctx, t.key, func(b *Bucket) error {
 		out = takeOutcome{} // mutate may be retried; only the last run counts
@@ -136,20 +128,11 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, kind entryK
 		}
 		t.setLimit(b)
 		out.after = Usage{Limit: t.limit, Allocated: before.Allocated, Reserved: before.Reserved, Available: available}
-		switch kind {
-		case kindReservation:
-			if b.Reservations == nil {
-				b.Reservations = map[string]Reservation{}
-			}
-			b.Reservations[claim.ID] = Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, ExpiresAt: expires}
-			out.after.Reserved += t.req.Amount
-		case kindAllocation:
-			if b.Allocations == nil {
-				b.Allocations = map[string]int64{}
-			}
-			b.Allocations[claim.ID] = t.req.Amount
-			out.after.Allocated += t.req.Amount
+		if b.Reservations == nil {
+			b.Reservations = map[string]Reservation{}
 		}
+		b.Reservations[claim.ID] = Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, ExpiresAt: expires}
+		out.after.Reserved += t.req.Amount
 		out.added = true
 		return nil
 	})
@@ -159,28 +142,20 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, kind entryK
 	return out, err
 }
 
-// rollback removes the entries this call added. Entries that were already
-// there (a replay) are left alone: the ledger never un-counts something it did
-// not just add. It runs even if ctx was cancelled, since abandoning it would
-// leave quota held by a denied claim.
-func (l *Ledger) rollback(ctx context.Context, claimID string, kind entryKind, ts []target) error {
+// rollback removes the reservations this call added. Reservations that were
+// already there (a replay) are left alone: the ledger never un-counts
+// something it did not just add. It runs even if ctx was cancelled, since
+// abandoning it would leave quota held by a denied claim.
+func (l *Ledger) rollback(ctx context.Context, claimID string, ts []target) error {
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
 	for i := len(ts) - 1; i >= 0; i-- {
 		t := ts[i]
 		_, err := l.store.Apply(ctx, t.key, func(b *Bucket) error {
-			switch kind {
-			case kindReservation:
-				if _, ok := b.Reservations[claimID]; !ok {
-					return errUnchanged
-				}
-				delete(b.Reservations, claimID)
-			case kindAllocation:
-				if _, ok := b.Allocations[claimID]; !ok {
-					return errUnchanged
-				}
-				delete(b.Allocations, claimID)
+			if !b.holds(claimID) {
+				return errUnchanged
 			}
+			delete(b.Reservations, claimID)
 			t.setLimit(b)
 			return nil
 		})

@@ -38,8 +38,8 @@ type Request struct {
 }
 
 // Claim is the unit of all-or-nothing admission. ID is the idempotency key:
-// every bucket entry the claim creates is stored under it, so replays,
-// realization and release all find their entries by ID alone.
+// every reservation the claim creates is stored under it, so replays, the
+// observer's fold and expiry, and release all find them by ID alone.
 type Claim struct {
 	ID       string
 	Object   ObjectRef
@@ -69,9 +69,10 @@ type GrantContribution struct {
 	Generation int64
 }
 
-// Reservation holds quota for an object that was admitted but may not exist
+// Reservation holds quota for an object that was admitted but is not counted
 // yet. It expires so that quota held by admissions that never produced an
-// object (rejected later in the admission chain, client gave up) comes back.
+// object (rejected later in the admission chain, client gave up) comes back:
+// the observer removes it once ExpiresAt has passed and the object is absent.
 type Reservation struct {
 	ClaimID   string
 	Object    ObjectRef

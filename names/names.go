@@ -1,10 +1,9 @@
 // Package names makes deterministic object names: a readable DNS-1123 prefix,
-// a dash, and the hex of a sha256 over length-prefixed fields. Buckets,
-// realization claims and effective grants are named this way so that a
-// retry, a restart or another process finds the object already made. It is
-// a package of its own because the ledger (bucket names) and the controllers
-// (claim and effective grant names) both need it and neither should import
-// the other for it.
+// a dash, and the hex of a sha256 over length-prefixed fields. Buckets and
+// effective grants are named this way so that a retry, a restart or another
+// process finds the object already made. It is a package of its own because
+// the ledger (bucket names) and the controllers (effective grant names) both
+// need it and neither should import the other for it.
 package names
 
 import (

@@ -6,9 +6,10 @@
 //
 // Only the decision path runs inside Gatekeeper: the grant mirror (an
 // informer on ResourceGrants) and the ledger over AllowanceBucket status. The
-// controllers that realize, expire and repair run in the separate,
-// leader-elected quotakeeper manager; every Gatekeeper replica may decide at
-// once, which the ledger's compare-and-swap makes safe.
+// observer that counts objects and folds or expires reservations, and the
+// controllers, run in the separate, leader-elected quotakeeper manager; every
+// Gatekeeper replica may decide at once, which the ledger's compare-and-swap
+// makes safe.
 package plugin
 
 import (

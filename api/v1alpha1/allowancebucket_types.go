@@ -36,8 +36,8 @@ type ContributingGrantRef struct {
 }
 
 // Reservation holds an amount for an object that was admitted but is not yet
-// known to exist. It becomes an allocation when the object appears, and is
-// returned when it expires.
+// counted. The observer folds it into allocated when it counts the object,
+// and removes it once it has expired with no object.
 type Reservation struct {
 	// ID is the claim id the amount was reserved under.
 	ID string `json:"id"`
@@ -46,41 +46,44 @@ type Reservation struct {
 	// Amount reserved.
 	// +kubebuilder:validation:Minimum=0
 	Amount int64 `json:"amount"`
-	// ExpiresAt is when the reservation is returned unless realized.
+	// ExpiresAt is when the reservation is returned unless its object is
+	// counted by then.
 	ExpiresAt metav1.MicroTime `json:"expiresAt"`
 }
 
-// Allocation records one claim's amount in a bucket, so that allocating and
-// releasing by claim id are idempotent across processes and restarts.
-type Allocation struct {
-	// ID is the claim id.
-	ID string `json:"id"`
-	// Amount allocated.
+// NamespaceUsage is the part of a bucket's allocated that the counted
+// objects of one namespace make up.
+type NamespaceUsage struct {
+	// Namespace of the counted objects; empty for cluster-scoped objects.
+	Namespace string `json:"namespace"`
+	// Allocated is what that namespace's counted objects count.
 	// +kubebuilder:validation:Minimum=0
-	Amount int64 `json:"amount"`
+	Allocated int64 `json:"allocated"`
 }
 
 // AllowanceBucketStatus is the source of truth for a bucket's usage.
 type AllowanceBucketStatus struct {
 	// Limit is the sum of every active grant amount that applies to the bucket.
 	Limit int64 `json:"limit"`
-	// Allocated is the sum of the allocations.
+	// Allocated is the observed usage: the sum, over the live objects a
+	// quota constraint counts against this bucket (and the granted
+	// Allocation ResourceClaims), of what each counts. Only the observer
+	// writes it.
 	Allocated int64 `json:"allocated"`
-	// Reserved is the sum of the reservations.
+	// Reserved is the sum of the reservations: the in-flight window of
+	// admitted objects not yet counted.
 	Reserved int64 `json:"reserved"`
 	// Available is limit - allocated - reserved, never below zero.
 	Available int64 `json:"available"`
-	// ClaimCount is the number of allocations.
-	// +optional
-	ClaimCount int32 `json:"claimCount,omitempty"`
+	// ClaimCount is the number of counted objects.
+	ClaimCount int32 `json:"claimCount"`
 	// GrantCount is the number of contributing grants.
-	// +optional
-	GrantCount int32 `json:"grantCount,omitempty"`
+	GrantCount int32 `json:"grantCount"`
 	// ContributingGrantRefs are the grants that make up the limit.
 	// +listType=atomic
 	// +optional
 	ContributingGrantRefs []ContributingGrantRef `json:"contributingGrantRefs,omitempty"`
-	// Reservations are amounts held for admitted objects not yet realized,
+	// Reservations are amounts held for admitted objects not yet counted,
 	// sorted by id. Atomic rather than a map-list: only the ledger writes
 	// status, so per-entry field ownership buys nothing, and server-side
 	// apply's per-key bookkeeping made every write of a busy bucket several
@@ -88,11 +91,12 @@ type AllowanceBucketStatus struct {
 	// +listType=atomic
 	// +optional
 	Reservations []Reservation `json:"reservations,omitempty"`
-	// Allocations are the claims counted in allocated, sorted by id; atomic
+	// Namespaces splits allocated by the counted objects' namespace, one
+	// entry per namespace with a counted object, sorted by namespace; atomic
 	// for the same reason as reservations.
 	// +listType=atomic
 	// +optional
-	Allocations []Allocation `json:"allocations,omitempty"`
+	Namespaces []NamespaceUsage `json:"namespaces,omitempty"`
 	// Conditions: OverLimit.
 	// +listType=map
 	// +listMapKey=type

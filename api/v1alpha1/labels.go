@@ -2,16 +2,8 @@ package v1alpha1
 
 import "strings"
 
-const (
-	// LabelPrefix is the prefix of quotakeeper's own labels and annotations.
-	LabelPrefix = "quota.miloapis.com"
-
-	// ReservationIDAnnotation on a ResourceClaim holds the ledger claim id
-	// its allocations are recorded under. The realization controller sets it
-	// to the reservation id made at admission (the object's uid); a claim
-	// without it uses its own uid.
-	ReservationIDAnnotation = LabelPrefix + "/reservation-id"
-)
+// LabelPrefix is the prefix of quotakeeper's own labels and annotations.
+const LabelPrefix = "quota.miloapis.com"
 
 // ConsumerLabelKey is the namespace label that names a namespace's consumer
 // of the given kind: a namespace labelled

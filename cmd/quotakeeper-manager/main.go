@@ -36,7 +36,10 @@ import (
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
+//
+// The observer, which this manager runs on the leader, reads every kind a
+// quota constraint matches: which kinds those are is only known at run time.
+// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list;watch
 
 type flags struct {
 	metricsAddr, probeAddr  string
@@ -53,7 +56,6 @@ type flags struct {
 	webhookSecret           string
 	validatingConfiguration string
 	mutatingConfiguration   string
-	objectPollInterval      time.Duration
 	claimConcurrency        int
 }
 
@@ -65,7 +67,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.leaderElectionID, "leader-election-id", "quotakeeper-manager.quota.miloapis.com", "Name of the leader-election lease.")
 	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election lease; default the manager's own namespace (in-cluster).")
 	flag.StringVar(&f.systemNamespace, "system-namespace", quotav1alpha1.DefaultSystemNamespace, "Namespace of the buckets and grants of consumers that are neither a namespace nor inside one.")
-	flag.DurationVar(&f.reservationTTL, "reservation-ttl", ledger.DefaultReservationTTL, "Lifetime of reservations made through this process's ledger. Reservations made at admission carry their own expiry; keep this equal to the Gatekeeper plugin's.")
+	flag.DurationVar(&f.reservationTTL, "reservation-ttl", ledger.DefaultReservationTTL, "Lifetime of the reservations the claim controller makes for the Allocation claims it grants. Reservations made at admission carry their own expiry.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook serving certificate (tls.crt, tls.key).")
 	flag.BoolVar(&f.disableCertRotation, "disable-cert-rotation", false, "Do not generate and rotate the webhook certificate; something else (cert-manager) puts it in --cert-dir and the CA bundle in the webhook configurations.")
@@ -74,7 +76,6 @@ func parseFlags() flags {
 	flag.StringVar(&f.webhookSecret, "webhook-secret-name", "quotakeeper-webhook-server-cert", "Name of the Secret that holds the webhook certificate.")
 	flag.StringVar(&f.validatingConfiguration, "validating-webhook-configuration", "quotakeeper-validating-webhook-configuration", "ValidatingWebhookConfiguration whose CA bundle the rotator keeps.")
 	flag.StringVar(&f.mutatingConfiguration, "mutating-webhook-configuration", "quotakeeper-mutating-webhook-configuration", "MutatingWebhookConfiguration whose CA bundle the rotator keeps.")
-	flag.DurationVar(&f.objectPollInterval, "object-poll-interval", 5*time.Second, "How often a reservation's object is looked for when its kind is not watched.")
 	flag.IntVar(&f.claimConcurrency, "claim-concurrency", 4, "Claims decided at once.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -103,10 +104,6 @@ func run(f flags) error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
-	me, err := webhooks.WhoAmI(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("learn the manager's user name: %w", err)
-	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
@@ -121,8 +118,7 @@ func run(f flags) error {
 		return err
 	}
 	if err := controllers.Setup(mgr, controllers.Options{
-		SystemNamespace: f.systemNamespace, ReservationTTL: f.reservationTTL,
-		ObjectPollInterval: f.objectPollInterval, ClaimConcurrency: f.claimConcurrency,
+		SystemNamespace: f.systemNamespace, ReservationTTL: f.reservationTTL, ClaimConcurrency: f.claimConcurrency,
 	}); err != nil {
 		return err
 	}
@@ -156,7 +152,7 @@ func run(f flags) error {
 		case <-ctx.Done():
 			return
 		}
-		if err := webhooks.Setup(mgr, webhooks.Options{SystemNamespace: f.systemNamespace, ManagerUsername: me}); err != nil {
+		if err := webhooks.Setup(mgr, webhooks.Options{SystemNamespace: f.systemNamespace}); err != nil {
 			ctrl.Log.Error(err, "webhooks")
 			os.Exit(1)
 		}
@@ -176,6 +172,6 @@ func run(f flags) error {
 	}); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "user", me, "systemNamespace", f.systemNamespace)
+	ctrl.Log.Info("starting manager", "systemNamespace", f.systemNamespace)
 	return mgr.Start(ctx)
 }

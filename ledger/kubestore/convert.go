@@ -2,6 +2,7 @@ package kubestore
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,10 +30,11 @@ func toBucket(key ledger.BucketKey, obj *quotav1alpha1.AllowanceBucket) ledger.B
 			Generation: ref.ObservedGeneration,
 		})
 	}
-	if len(st.Allocations) > 0 {
-		b.Allocations = make(map[string]int64, len(st.Allocations))
-		for _, a := range st.Allocations {
-			b.Allocations[a.ID] = a.Amount
+	b.Allocated, b.Count = st.Allocated, int64(st.ClaimCount)
+	if len(st.Namespaces) > 0 {
+		b.ByNamespace = make(map[string]int64, len(st.Namespaces))
+		for _, n := range st.Namespaces {
+			b.ByNamespace[n.Namespace] = n.Allocated
 		}
 	}
 	if len(st.Reservations) > 0 {
@@ -49,13 +51,17 @@ func toBucket(key ledger.BucketKey, obj *quotav1alpha1.AllowanceBucket) ledger.B
 	return b
 }
 
-// writeStatus renders b into obj.Status: the entries, the totals derived
-// from them, and the OverLimit condition. Lists are sorted by id so that an
-// unchanged bucket renders byte-for-byte the same.
+// writeStatus renders b into obj.Status: the observed figures, the
+// reservations, the totals, and the OverLimit condition. Lists are sorted
+// (reservations by id, namespaces by name) so that an unchanged bucket
+// renders byte-for-byte the same.
 func writeStatus(obj *quotav1alpha1.AllowanceBucket, b ledger.Bucket, now metav1.Time) error {
 	u, err := b.Usage()
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", obj.Name, err)
+	}
+	if b.Count < 0 || b.Count > math.MaxInt32 {
+		return fmt.Errorf("bucket %s: count %d does not fit claimCount", obj.Name, b.Count)
 	}
 	st := &obj.Status
 	st.Limit, st.Allocated, st.Reserved, st.Available = u.Limit, u.Allocated, u.Reserved, u.Available
@@ -69,12 +75,12 @@ func writeStatus(obj *quotav1alpha1.AllowanceBucket, b ledger.Bucket, now metav1
 	}
 	st.GrantCount = int32(len(st.ContributingGrantRefs))
 
-	st.Allocations = st.Allocations[:0]
-	for id, amount := range b.Allocations {
-		st.Allocations = append(st.Allocations, quotav1alpha1.Allocation{ID: id, Amount: amount})
+	st.ClaimCount = int32(b.Count)
+	st.Namespaces = st.Namespaces[:0]
+	for ns, amount := range b.ByNamespace {
+		st.Namespaces = append(st.Namespaces, quotav1alpha1.NamespaceUsage{Namespace: ns, Allocated: amount})
 	}
-	slices.SortFunc(st.Allocations, func(a, b quotav1alpha1.Allocation) int { return strings.Compare(a.ID, b.ID) })
-	st.ClaimCount = int32(len(st.Allocations))
+	slices.SortFunc(st.Namespaces, func(a, b quotav1alpha1.NamespaceUsage) int { return strings.Compare(a.Namespace, b.Namespace) })
 
 	st.Reservations = st.Reservations[:0]
 	for id, r := range b.Reservations {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -109,7 +110,9 @@ func TestLifecycleOnTheAPIServer(t *testing.T) {
 		t.Fatalf("spec %+v", obj.Spec)
 	}
 
-	if err := l.Realize(ctx, claim("cm-1", req(acme, 1))); err != nil {
+	// cm-1 appeared and is counted: the observer folds its reservation in
+	// the same write. cm-2's claim is released.
+	if _, err := l.Observe(ctx, key, ledger.Observation{Allocated: 1, ByNamespace: map[string]int64{"default": 1}, Count: 1, Fold: []string{"cm-1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Release(ctx, claim("cm-2", req(acme, 1))); err != nil {
@@ -117,18 +120,23 @@ func TestLifecycleOnTheAPIServer(t *testing.T) {
 	}
 	obj = bucketObject(t, env.Client, key)
 	wantStatus(t, obj, 3, 1, 1, 1)
-	if obj.Status.ClaimCount != 1 || obj.Status.Allocations[0] != (quotav1alpha1.Allocation{ID: "cm-1", Amount: 1}) {
-		t.Fatalf("allocations %+v", obj.Status.Allocations)
+	if diff := cmp.Diff([]quotav1alpha1.NamespaceUsage{{Namespace: "default", Allocated: 1}}, obj.Status.Namespaces); obj.Status.ClaimCount != 1 || diff != "" {
+		t.Fatalf("claimCount %d, namespaces (-want +got):\n%s", obj.Status.ClaimCount, diff)
 	}
 
-	// cm-3's object never appeared: its reservation is returned.
+	// cm-3's object never appeared: the observer expires its reservation.
+	// A cluster-scoped object counts under the namespace "".
 	now = now.Add(time.Minute)
-	if err := l.Release(ctx, claim("cm-3", req(acme, 1))); err != nil {
+	if _, err := l.Observe(ctx, key, ledger.Observation{Allocated: 1, ByNamespace: map[string]int64{"": 1}, Count: 1, Expire: []string{"cm-3"}}); err != nil {
 		t.Fatal(err)
 	}
-	wantStatus(t, bucketObject(t, env.Client, key), 3, 1, 0, 2)
+	obj = bucketObject(t, env.Client, key)
+	wantStatus(t, obj, 3, 1, 0, 2)
+	if diff := cmp.Diff([]quotav1alpha1.NamespaceUsage{{Namespace: "", Allocated: 1}}, obj.Status.Namespaces); diff != "" {
+		t.Fatalf("namespaces (-want +got):\n%s", diff)
+	}
 
-	// A lowered limit keeps the allocation and says so.
+	// A lowered limit keeps the usage and says so.
 	if err := grants.Set(grant("quotakeeper-system/acme#0", acme, projects, 0)); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,119 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Observation is what the observer saw for one bucket.
+type Observation struct {
+	// Allocated is the sum, over the live objects counted in the bucket, of
+	// what each counts against it.
+	Allocated int64
+	// ByNamespace splits Allocated by the counted objects' namespace ("" for
+	// cluster-scoped objects): values >= 0, summing to Allocated (checked).
+	ByNamespace map[string]int64
+	// Count is the number of counted objects.
+	Count int64
+	// Fold lists reservation ids now counted in Allocated: removed in this
+	// write, so the same object is never counted twice.
+	Fold []string
+	// Expire lists reservation ids that expired with no object: removed in
+	// this write.
+	Expire []string
+}
+
+// Observe sets the observed figures, removes the listed reservations (absent
+// ids are ignored), recomputes the limit from the grants, in one atomic
+// write; writes nothing when nothing changes. Invalid observations (negative,
+// split not summing) are a *ValidationError and write nothing, as is one
+// whose allocated plus the remaining reservations would overflow.
+//
+// Setting the sums and folding the reservations they now include in the
+// same write is what keeps the window closed: a reader sees either the
+// reservation or the counted object, never both and never neither. Only the
+// ids the observer names are removed, never "everything it does not count",
+// so a reservation made after it looked survives.
+func (l *Ledger) Observe(ctx context.Context, key BucketKey, obs Observation) (Bucket, error) {
+	if err := validateObservation(obs); err != nil {
+		return Bucket{}, err
+	}
+	limit, contribs, err := limitFor(l.grants, key)
+	if err != nil {
+		return Bucket{}, err
+	}
+	var byNamespace map[string]int64
+	if len(obs.ByNamespace) > 0 {
+		byNamespace = maps.Clone(obs.ByNamespace)
+	}
+	var current Bucket
+	b, err := l.store.Apply(ctx, key, func(b *Bucket) error {
+		changed := b.Limit != limit || !slices.Equal(b.Grants, contribs) ||
+			b.Allocated != obs.Allocated || b.Count != obs.Count || !maps.Equal(b.ByNamespace, byNamespace)
+		var remove []string
+		for _, ids := range [][]string{obs.Fold, obs.Expire} {
+			for _, id := range ids {
+				if b.holds(id) {
+					remove = append(remove, id)
+				}
+			}
+		}
+		if !changed && len(remove) == 0 {
+			current = b.DeepCopy()
+			return errUnchanged
+		}
+		// Build the result apart from b and check it before touching b, so
+		// a failing mutate leaves b as it was given.
+		next := b.DeepCopy()
+		for _, id := range remove {
+			delete(next.Reservations, id)
+		}
+		next.Limit, next.Grants = limit, slices.Clone(contribs)
+		next.Allocated, next.Count, next.ByNamespace = obs.Allocated, obs.Count, copyMap(byNamespace)
+		if _, err := next.Usage(); err != nil {
+			return fmt.Errorf("observe bucket %s: %w", key.Name(), err)
+		}
+		*b = next
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return current, nil
+	}
+	return b, err
+}
+
+func validateObservation(obs Observation) error {
+	var errs []FieldError
+	if obs.Allocated < 0 {
+		errs = append(errs, FieldError{Field: "allocated", Detail: fmt.Sprintf("must not be negative, got %d", obs.Allocated)})
+	}
+	if obs.Count < 0 {
+		errs = append(errs, FieldError{Field: "count", Detail: fmt.Sprintf("must not be negative, got %d", obs.Count)})
+	}
+	var sum int64
+	var sumErr error
+	// Sorted so the error text is deterministic.
+	for _, ns := range slices.Sorted(maps.Keys(obs.ByNamespace)) {
+		v := obs.ByNamespace[ns]
+		if v < 0 {
+			errs = append(errs, FieldError{Field: fmt.Sprintf("byNamespace[%s]", ns), Detail: fmt.Sprintf("must not be negative, got %d", v)})
+			continue
+		}
+		if sumErr == nil {
+			sum, sumErr = Add(sum, v)
+		}
+	}
+	switch {
+	case sumErr != nil:
+		errs = append(errs, FieldError{Field: "byNamespace", Detail: fmt.Sprintf("sum: %v", sumErr), Err: sumErr})
+	case len(errs) == 0 && sum != obs.Allocated:
+		errs = append(errs, FieldError{Field: "byNamespace", Detail: fmt.Sprintf("sums to %d, want allocated %d", sum, obs.Allocated)})
+	}
+	if len(errs) > 0 {
+		return &ValidationError{Errors: errs}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package ledger_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+func TestObserveFoldsAndExpiresInTheSameWrite(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	mustReserve(t, f, claim("appeared", req(project("p"), rtProjects, 2, nil)))
+	mustReserve(t, f, claim("never", req(project("p"), rtProjects, 3, nil)))
+	mustReserve(t, f, claim("pending", req(project("p"), rtProjects, 1, nil)))
+
+	counting := &countingStore{Store: f.store, writes: map[ledger.BucketKey]int{}}
+	f.ledger = ledger.New(counting, f.grants, ledger.WithClock(f.clock.Now))
+	obs := ledger.Observation{
+		Allocated:   6,
+		ByNamespace: map[string]int64{"": 1, "team-a": 5},
+		Count:       3,
+		Fold:        []string{"appeared", "absent"},
+		Expire:      []string{"never", "also-absent"},
+	}
+	got := mustObserve(t, f, projectsKey, obs)
+	want := ledger.Bucket{
+		Key: projectsKey, Limit: 10, Grants: []ledger.GrantContribution{{GrantID: "ns/g#0", Amount: 10, Generation: 1}},
+		Allocated: 6, ByNamespace: map[string]int64{"": 1, "team-a": 5}, Count: 3,
+		Reservations: map[string]ledger.Reservation{"pending": {
+			ClaimID: "pending", Object: claim("pending").Object, Amount: 1, ExpiresAt: t0.Add(ledger.DefaultReservationTTL),
+		}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("observed bucket (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[ledger.BucketKey]int{projectsKey: 1}, counting.writes); diff != "" {
+		t.Fatalf("writes (-want +got):\n%s", diff)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 6, Reserved: 1, Available: 3})
+
+	// The same observation again finds nothing to change and writes nothing;
+	// the caller still gets the bucket.
+	again := mustObserve(t, f, projectsKey, obs)
+	if diff := cmp.Diff(want, again); diff != "" {
+		t.Fatalf("unchanged observation returned (-want +got):\n%s", diff)
+	}
+	if counting.writes[projectsKey] != 1 {
+		t.Fatalf("unchanged observation wrote: %d writes", counting.writes[projectsKey])
+	}
+}
+
+// The observer names the reservations it folds; one made after it looked
+// (not named) keeps holding its quota.
+func TestObserveKeepsReservationsItDoesNotName(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	mustReserve(t, f, claim("late", req(project("p"), rtProjects, 4, nil)))
+	mustObserve(t, f, projectsKey, observed(2))
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 2, Reserved: 4, Available: 4})
+}
+
+func TestObserveRecomputesTheLimit(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	mustObserve(t, f, projectsKey, observed(3))
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 2, nil)
+	b := mustObserve(t, f, projectsKey, observed(3))
+	if b.Limit != 2 || b.Grants[0].Amount != 2 {
+		t.Fatalf("limit %d grants %+v, want 2 from the lowered grant", b.Limit, b.Grants)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 2, Allocated: 3})
+}
+
+func TestObservingNothingCreatesNoBucket(t *testing.T) {
+	f := newFixture(t)
+	b := mustObserve(t, f, projectsKey, ledger.Observation{Fold: []string{"x"}, Expire: []string{"y"}})
+	if diff := cmp.Diff(ledger.Bucket{Key: projectsKey}, b); diff != "" {
+		t.Fatalf("returned (-want +got):\n%s", diff)
+	}
+	if list := snapshot(t, f); len(list) != 0 {
+		t.Fatalf("observing nothing created %+v", list)
+	}
+}
+
+func TestObserveValidation(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	mustReserve(t, f, claim("r", req(project("p"), rtProjects, 2, nil)))
+	before := snapshot(t, f)
+	for _, tc := range []struct {
+		name     string
+		obs      ledger.Observation
+		want     string
+		overflow bool
+	}{
+		{"negative allocated", ledger.Observation{Allocated: -1}, "allocated: must not be negative, got -1", false},
+		{"negative count", ledger.Observation{Count: -1}, "count: must not be negative, got -1", false},
+		{"negative namespace", ledger.Observation{Allocated: 1, ByNamespace: map[string]int64{"a": 2, "b": -1}, Count: 2},
+			"byNamespace[b]: must not be negative, got -1", false},
+		{"split not summing", ledger.Observation{Allocated: 5, ByNamespace: map[string]int64{"a": 2, "b": 2}, Count: 2, Fold: []string{"r"}},
+			"byNamespace: sums to 4, want allocated 5", false},
+		{"split missing", ledger.Observation{Allocated: 5, Count: 1}, "byNamespace: sums to 0, want allocated 5", false},
+		{"split overflows", ledger.Observation{Allocated: 1, ByNamespace: map[string]int64{"a": math.MaxInt64, "b": 1}, Count: 2},
+			"byNamespace: sum: int64 overflow: 9223372036854775807 + 1", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.ledger.Observe(f.ctx, projectsKey, tc.obs)
+			var verr *ledger.ValidationError
+			if !errors.As(err, &verr) || !errors.Is(err, ledger.ErrInvalid) || err.Error() != tc.want || errors.Is(err, ledger.ErrOverflow) != tc.overflow {
+				t.Fatalf("err = %v, want ValidationError %q (overflow %v)", err, tc.want, tc.overflow)
+			}
+			if diff := cmp.Diff(before, snapshot(t, f)); diff != "" {
+				t.Fatalf("invalid observation changed state (-before +after):\n%s", diff)
+			}
+		})
+	}
+}

@@ -417,9 +417,9 @@ func (h *harness) settle(ctx context.Context, what string, namespaces []string, 
 		return err
 	}
 	st := b.Status
-	h.printf("    %s after %s: used (allocated) %d, live objects %d, reserved %d (%d reservation entries), %d allocation entries, limit %d; AllowanceBucket %d bytes\n",
+	h.printf("    %s after %s: used (allocated) %d, live objects %d, reserved %d (%d reservation entries), %d counted objects, limit %d; AllowanceBucket %d bytes\n",
 		map[bool]string{true: "settled", false: "NOT settled"}[settled], time.Since(start).Round(time.Second),
-		st.Allocated, live, st.Reserved, len(st.Reservations), len(st.Allocations), st.Limit, size)
+		st.Allocated, live, st.Reserved, len(st.Reservations), st.ClaimCount, st.Limit, size)
 	if !settled {
 		h.violate("%s: after %s used %d != live %d or reservations not drained (reserved %d, %d entries)",
 			what, h.cfg.quiesce, st.Allocated, live, st.Reserved, len(st.Reservations))

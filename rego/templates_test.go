@@ -64,6 +64,16 @@ func deployment(ns, name string, replicas int64, cpu ...string) map[string]any {
 	}
 }
 
+// atGeneration returns a copy of obj at metadata.generation g, as the
+// apiserver sets it before validating admission.
+func atGeneration(obj map[string]any, g int64) map[string]any {
+	out := maps.Clone(obj)
+	md := maps.Clone(obj["metadata"].(map[string]any))
+	md["generation"] = g
+	out["metadata"] = md
+	return out
+}
+
 func assertMessages(t *testing.T, step string, got []string, want ...string) {
 	t.Helper()
 	if want == nil {
@@ -262,17 +272,21 @@ func TestAllocationCountsReplicasTimesRequestsInMillicores(t *testing.T) {
 func TestAllocationUpdateReservesOnlyTheGrowth(t *testing.T) {
 	h := newHarness(t, "quotaallocation", cpuPerDeployment)
 	h.grant("g", teamA, "core/requests.cpu", 1600)
-	v1 := deployment("team-a", "web", 2, "500m")
+	v1 := atGeneration(deployment("team-a", "web", 2, "500m"), 1)
 	assertMessages(t, "create 2 x 500m", h.review(request{op: create, uid: "req-1", obj: v1}))
-	v2 := deployment("team-a", "web", 3, "500m")
+	v2 := atGeneration(deployment("team-a", "web", 3, "500m"), 2)
 	assertMessages(t, "scale to 3", h.review(request{op: update, uid: "req-2", obj: v2, old: v1}))
 	assertUsage(t, h, teamA, "core/requests.cpu", ledger.Usage{Limit: 1600, Reserved: 1500, Available: 100})
-	v3 := deployment("team-a", "web", 4, "500m")
+	assertMessages(t, "scale to 3, retried", h.review(request{op: update, uid: "req-2b", obj: v2, old: v1}))
+	assertUsage(t, h, teamA, "core/requests.cpu", ledger.Usage{Limit: 1600, Reserved: 1500, Available: 100})
+	v3 := atGeneration(deployment("team-a", "web", 4, "500m"), 3)
 	assertMessages(t, "scale to 4", h.review(request{op: update, uid: "req-3", obj: v3, old: v2}),
 		"quota exceeded for Namespace team-a: requested 500 of core/requests.cpu, available 100 of 1600 (allocated 0, reserved 1500)")
-	assertMessages(t, "scale down", h.review(request{op: update, uid: "req-4", obj: v1, old: v2}))
+	assertMessages(t, "scale down", h.review(request{op: update, uid: "req-4", obj: atGeneration(v1, 3), old: v2}))
 	assertUsage(t, h, teamA, "core/requests.cpu", ledger.Usage{Limit: 1600, Reserved: 1500, Available: 100})
-	// The create and the growth are separate reservations of the object.
+	// The create and the growth are separate reservations of the object; the
+	// growth is keyed by the generation it reaches, so a retry of the same
+	// update finds it.
 	b, _, err := h.store.Get(h.ctx, ledger.NewBucketKey(teamA, "core/requests.cpu", nil))
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +298,7 @@ func TestAllocationUpdateReservesOnlyTheGrowth(t *testing.T) {
 			t.Errorf("reservation %s: object %+v", id, r.Object)
 		}
 	}
-	if want := map[string]int64{"uid-team-a-web": 1000, "uid-team-a-web/req-2": 500}; !maps.Equal(got, want) {
+	if want := map[string]int64{"uid-team-a-web": 1000, "uid-team-a-web/2": 500}; !maps.Equal(got, want) {
 		t.Errorf("reservations: got %v, want %v", got, want)
 	}
 }

@@ -10,8 +10,11 @@
 # where the amount grows: the growth is reserved), a non-empty request uid
 # (audit sends none) and not a dry run. Dry runs are checked read-only with
 # quota.usage and get the message the real request would get; audit never
-# reserves and reports consumers over their limit. Parameters and result
-# shapes: docs/policy-authoring.md.
+# reserves and reports consumers over their limit. A reservation only covers
+# the in-flight window: quotakeeper's observer evaluates the same template on
+# every live object (quota.reserve then records instead of reserving) and
+# counts what it finds. Parameters and result shapes:
+# docs/policy-authoring.md.
 #
 # Import it under another name than `quota` (`import data.lib.quota as
 # quotalib`): an import named `quota` would shadow the quota.* builtins.
@@ -49,7 +52,8 @@ object_uid := object.get(obj, ["metadata", "uid"], "")
 #            quota.usage only, same verdict and message as a real request
 #   audit    no operation (Gatekeeper audit, gator on a plain object):
 #            read-only, reports consumers above their limit
-#   none     DELETE and CONNECT: the controllers return quota, not admission
+#   none     DELETE and CONNECT: the observer returns quota when the object
+#            is gone, not admission
 mode := "reserve" if {
 	operation in {"CREATE", "UPDATE"}
 	request_uid != ""
@@ -61,11 +65,17 @@ mode := "reserve" if {
 } else := "none"
 
 # A retried or re-evaluated request finds its own reservation under the same
-# id, so it never counts twice. An UPDATE reserves only its growth, under an
-# id of its own, so that it does not collide with the create's reservation.
+# id, so it never counts twice. An UPDATE reserves only its growth, under
+# `<uid>/<generation>`: the new object's metadata.generation, which the API
+# server bumps before validating admission (0 for a kind without one). The
+# observer folds that reservation once it counts the object at that
+# generation or later, and lets it expire when the object never reaches it
+# (an update that a later webhook rejected), so a rejected update never counts.
 claim_id := object_uid if {
 	operation == "CREATE"
-} else := sprintf("%s/%s", [object_uid, request_uid])
+} else := sprintf("%s/%d", [object_uid, object_generation])
+
+object_generation := object.get(obj, ["metadata", "generation"], 0)
 
 object_ref := {
 	"apiGroup": object.get(review, ["kind", "group"], ""),
@@ -335,12 +345,12 @@ amount_error(n) := n.error if {
 
 # object_amount(obj) is what obj asks for in the registration's base unit,
 # per parameters.amount: {path} (a quantity at that path; absent counts 0)
-# or {resource, from} (the sum over the pod template's containers of
-# resources[from][resource], from defaulting to "requests"), times the number
-# at replicasPath when set (absent counts 1), converted with unit (a quantity
-# suffix: "m" for millicores, "" for bytes or counts, "Mi", ...). Quantities
-# are rounded up per value. On a bad specification it is {"error": msg},
-# which violations reports.
+# or {resource, from} (the sum over the pod template's containers and native
+# sidecars of resources[from][resource], from defaulting to "requests"),
+# times the number at replicasPath when set (absent counts 1), converted
+# with unit (a quantity suffix: "m" for millicores, "" for bytes or counts,
+# "Mi", ...). Quantities are rounded up per value. On a bad specification it
+# is {"error": msg}, which violations reports.
 object_amount(o) := amount_of(o, object.get(params, "amount", {}))
 
 amount_of(o, spec) := {"error": "parameters.amount: set path or resource"} if {
@@ -369,10 +379,19 @@ per_object(o, spec) := quota.quantity(v, unit(spec)) if {
 } else := 0 if {
 	spec.path
 } else := sum([quota.quantity(q, unit(spec)) |
-	some c in object.get(pod_spec(o), "containers", [])
+	some c in running_containers(pod_spec(o))
 	q := object.get(c, ["resources", object.get(spec, "from", "requests"), spec.resource], null)
 	q != null
 ])
+
+# The containers that run for the pod's life: its containers and its native
+# sidecars (init containers with restartPolicy: Always). Other init
+# containers run to completion before the containers start and are not
+# counted.
+running_containers(s) := array.concat(
+	object.get(s, "containers", []),
+	[c | some c in object.get(s, "initContainers", []); object.get(c, "restartPolicy", "") == "Always"],
+)
 
 # The pod spec of a Pod, a workload (Deployment, ReplicaSet, StatefulSet,
 # DaemonSet, Job) or a CronJob.

@@ -142,8 +142,22 @@ test_claim_for_create if {
 		with input as create
 }
 
-test_claim_id_for_update_is_object_and_request_uid if {
-	quotalib.claim_id == "uid-1/req-7" with input as inp(admission("UPDATE", "req-7", pod("team-a", "p1", "uid-1")), pods)
+at_generation(o, g) := json.patch(o, [{"op": "add", "path": "/metadata/generation", "value": g}])
+
+test_claim_id_for_update_is_object_uid_and_new_generation if {
+	p := at_generation(pod("team-a", "p1", "uid-1"), 7)
+	quotalib.claim_id == "uid-1/7" with input as inp(admission("UPDATE", "req-7", p), pods)
+}
+
+test_claim_id_for_update_is_the_same_for_a_retried_request if {
+	p := at_generation(pod("team-a", "p1", "uid-1"), 7)
+	first := quotalib.claim_id with input as inp(admission("UPDATE", "req-7", p), pods)
+	retry := quotalib.claim_id with input as inp(admission("UPDATE", "req-8", p), pods)
+	first == retry
+}
+
+test_claim_id_for_update_of_a_kind_without_generation_uses_0 if {
+	quotalib.claim_id == "uid-1/0" with input as inp(admission("UPDATE", "req-7", pod("team-a", "p1", "uid-1")), pods)
 }
 
 test_claim_one_request_per_consumer_in_order if {
@@ -332,9 +346,9 @@ test_admission_without_request_uid_never_reserves if {
 }
 
 test_update_reserves_only_the_growth_under_its_own_id if {
-	i := inp(admission("UPDATE", "req-2", pod("team-a", "p1", "uid-1")), pods)
+	i := inp(admission("UPDATE", "req-2", at_generation(pod("team-a", "p1", "uid-1"), 2)), pods)
 	vs := quotalib.violations(5, 3) with input as i with quota.reserve as echo with quota.usage as roomy
-	{v.msg | some v in vs} == {"quota exceeded for Namespace team-a: reserved uid-1/req-2 2"}
+	{v.msg | some v in vs} == {"quota exceeded for Namespace team-a: reserved uid-1/2 2"}
 }
 
 test_update_that_does_not_grow_reserves_nothing if {
@@ -407,6 +421,17 @@ test_amount_from_a_path_in_binary_units if {
 	amount_of(pvc, {"path": ["spec", "resources", "requests", "storage"], "unit": "Gi"}) == 2
 	amount_of(pvc, {"path": ["spec", "resources", "requests", "storage"], "unit": ""}) == 1610612736
 	amount_of({"kind": "PersistentVolumeClaim"}, {"path": ["spec", "storage"], "unit": ""}) == 0
+}
+
+test_amount_counts_native_sidecars_but_not_init_containers if {
+	d := json.patch(deployment(2, [cpu("500m")]), [{"op": "add", "path": "/spec/template/spec/initContainers", "value": [
+		object.union(cpu("100m"), {"name": "proxy", "restartPolicy": "Always"}),
+		object.union(cpu("2"), {"name": "migrate"}),
+		object.union(cpu("4"), {"name": "once", "restartPolicy": "OnFailure"}),
+	]}])
+	amount_of(d, {"resource": "cpu", "replicasPath": ["spec", "replicas"], "unit": "m"}) == 1200
+	p := {"kind": "Pod", "spec": {"initContainers": [object.union(cpu("250m"), {"restartPolicy": "Always"})]}}
+	amount_of(p, {"resource": "cpu", "unit": "m"}) == 250
 }
 
 test_amount_of_a_pod_and_a_cronjob if {

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -40,11 +41,16 @@ func namespace(t *testing.T, name string, labels map[string]string) {
 	create(t, builders.Namespace(name).Labels(labels).Obj())
 }
 
-func registration(t *testing.T, resourceType string, typ quotav1alpha1.RegistrationType, consumer quotav1alpha1.ConsumerTypeRef) {
+// registration registers resourceType, claimed by ConfigMaps unless other
+// kinds are given, and waits until it is Active.
+func registration(t *testing.T, resourceType string, typ quotav1alpha1.RegistrationType, consumer quotav1alpha1.ConsumerTypeRef, claiming ...quotav1alpha1.GroupKind) {
 	t.Helper()
+	if len(claiming) == 0 {
+		claiming = []quotav1alpha1.GroupKind{{Kind: "ConfigMap"}}
+	}
 	name := strings.NewReplacer("/", "-", ".", "-").Replace(resourceType)
 	reg := builders.Registration(name, resourceType).Consumer(consumer).Type(typ).BaseUnit("count").
-		ClaimingResources(quotav1alpha1.GroupKind{Kind: "ConfigMap"}).Obj()
+		ClaimingResources(claiming...).Obj()
 	create(t, reg)
 	testenv.Eventually(t, time.Minute, "registration "+name+" Active", func() error {
 		got := &quotav1alpha1.ResourceRegistration{}
@@ -81,17 +87,24 @@ func grant(t *testing.T, name string, consumer quotav1alpha1.ConsumerRef, resour
 // and waits until every Gatekeeper replica enforces it.
 func quotaEntity(t *testing.T, name string, namespaces []string, parameters map[string]any) {
 	t.Helper()
+	quotaConstraint(t, "QuotaEntity", name, map[string]any{
+		"match": map[string]any{
+			"kinds":      []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}},
+			"namespaces": toAny(namespaces),
+		},
+		"parameters": parameters,
+	})
+}
+
+// quotaConstraint creates a constraint of kind (a quota template) with spec
+// and waits until every Gatekeeper replica enforces it.
+func quotaConstraint(t *testing.T, kind, name string, spec map[string]any) {
+	t.Helper()
 	c := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "constraints.gatekeeper.sh/v1beta1",
-		"kind":       "QuotaEntity",
+		"kind":       kind,
 		"metadata":   map[string]any{"name": name},
-		"spec": map[string]any{
-			"match": map[string]any{
-				"kinds":      []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}},
-				"namespaces": toAny(namespaces),
-			},
-			"parameters": parameters,
-		},
+		"spec":       spec,
 	}}
 	if err := cluster.Apply(context.Background(), time.Minute, c); err != nil {
 		t.Fatal(err)
@@ -156,27 +169,78 @@ func mustDeny(t *testing.T, namespace, name string, wantInMessage ...string) {
 	}
 }
 
-// bucket reads the status of the bucket of consumer and resourceType.
-func bucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string) quotav1alpha1.AllowanceBucketStatus {
-	t.Helper()
+// bucketKey is the name and namespace of the bucket of consumer and resourceType.
+func bucketKey(consumer quotav1alpha1.ConsumerRef, resourceType string) client.ObjectKey {
 	key := ledger.NewBucketKey(ledgerconv.Consumer(consumer), resourceType, nil)
-	obj := &quotav1alpha1.AllowanceBucket{}
-	err := cluster.Client.Get(context.Background(), client.ObjectKey{
-		Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(key.Consumer), quotav1alpha1.DefaultSystemNamespace), Name: key.Name()}, obj)
-	if err != nil {
-		t.Fatalf("bucket of %s %s: %v", consumer.Name, resourceType, err)
+	return client.ObjectKey{
+		Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(key.Consumer), quotav1alpha1.DefaultSystemNamespace),
+		Name:      key.Name(),
 	}
-	return obj.Status
 }
 
-// waitBucket waits until the bucket shows allocated and reserved.
+// getBucket reads the status of the bucket of consumer and resourceType.
+func getBucket(consumer quotav1alpha1.ConsumerRef, resourceType string) (quotav1alpha1.AllowanceBucketStatus, error) {
+	obj := &quotav1alpha1.AllowanceBucket{}
+	if err := cluster.Client.Get(context.Background(), bucketKey(consumer, resourceType), obj); err != nil {
+		return quotav1alpha1.AllowanceBucketStatus{}, fmt.Errorf("bucket of %s %s: %w", consumer.Name, resourceType, err)
+	}
+	return obj.Status, nil
+}
+
+// bucket reads the status of the bucket of consumer and resourceType, which
+// must exist.
+func bucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string) quotav1alpha1.AllowanceBucketStatus {
+	t.Helper()
+	st, err := getBucket(consumer, resourceType)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// waitBucket waits until the bucket exists and shows allocated and reserved.
 func waitBucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string, allocated, reserved int64) {
 	t.Helper()
 	testenv.Eventually(t, time.Minute, fmt.Sprintf("bucket %s %s at allocated %d reserved %d", consumer.Name, resourceType, allocated, reserved), func() error {
-		st := bucket(t, consumer, resourceType)
+		st, err := getBucket(consumer, resourceType)
+		if err != nil {
+			return err
+		}
 		if st.Allocated != allocated || st.Reserved != reserved {
-			return fmt.Errorf("limit %d allocated %d reserved %d available %d", st.Limit, st.Allocated, st.Reserved, st.Available)
+			return fmt.Errorf("limit %d allocated %d reserved %d available %d reservations %+v", st.Limit, st.Allocated, st.Reserved, st.Available, st.Reservations)
 		}
 		return nil
 	})
+}
+
+// bucketNamespaces is the bucket's status.namespaces, its allocated split
+// by the counted objects' namespace. It is read as unstructured data so
+// that this package does not depend on the Go field's name.
+func bucketNamespaces(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string) map[string]int64 {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(quotav1alpha1.GroupVersion.WithKind("AllowanceBucket"))
+	if err := cluster.Client.Get(context.Background(), bucketKey(consumer, resourceType), obj); err != nil {
+		t.Fatal(err)
+	}
+	entries, _, err := unstructured.NestedSlice(obj.Object, "status", "namespaces")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, e := range entries {
+		m, _ := e.(map[string]any)
+		ns, _ := m["namespace"].(string)
+		n, _ := m["allocated"].(int64)
+		out[ns] = n
+	}
+	return out
+}
+
+// assertNamespaces checks the bucket's split of allocated by namespace.
+func assertNamespaces(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string, want map[string]int64) {
+	t.Helper()
+	if got := bucketNamespaces(t, consumer, resourceType); !maps.Equal(got, want) {
+		t.Fatalf("bucket %s %s: namespaces %v, want %v", consumer.Name, resourceType, got, want)
+	}
 }

@@ -55,7 +55,7 @@ func liveObjects(t *testing.T, prefix string) int {
 // quota, spread over 3 Gatekeeper replicas, admit exactly the limit. Then,
 // with quota freed, kill -9 of a Gatekeeper and of the manager during the
 // load still admits no more than the limit, and after they restart the
-// bucket's allocation equals the live objects.
+// bucket's allocated (observed usage) equals the live objects.
 func TestConcurrentCreatorsAcrossReplicas(t *testing.T) {
 	const rt, limit = "e2e.quota/load-configmaps", 30
 	orgLabel := map[string]string{quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization"): "e2e-loadco"}
@@ -122,7 +122,8 @@ func TestConcurrentCreatorsAcrossReplicas(t *testing.T) {
 	if live > limit {
 		t.Fatalf("%d live objects, limit %d", live, limit)
 	}
-	// Once the restarted manager has realized every admitted object, the
-	// bucket counts exactly the live objects and holds no reservations.
+	// Once the restarted manager's observer has rebuilt its counts from the
+	// live objects, the bucket counts exactly them and holds no
+	// reservations.
 	waitBucket(t, org, rt, int64(live), 0)
 }

@@ -14,7 +14,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,10 +24,18 @@ import (
 
 const denyLaterLabel = "e2e.quota/deny-later"
 
-// denyLater is a second validating webhook that denies labelled ConfigMaps
-// after Gatekeeper has allowed them (validating webhooks run in parallel, so
-// Gatekeeper has reserved by then): the object never appears.
-func denyLater(t *testing.T, namespace string) {
+// configMapCreates is the webhook rule for creates of ConfigMaps.
+var configMapCreates = admissionregistrationv1.RuleWithOperations{
+	Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+	Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+}
+
+// denyLater is a second validating webhook, for requests in namespace that
+// rule matches, that denies the objects labelled denyLaterLabel=true after
+// Gatekeeper has allowed them (validating webhooks run in parallel, so
+// Gatekeeper has reserved by then): the object, or its update, never
+// appears.
+func denyLater(t *testing.T, namespace string, rule admissionregistrationv1.RuleWithOperations) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,9 +48,9 @@ func denyLater(t *testing.T, namespace string) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		var cm corev1.ConfigMap
-		_ = json.Unmarshal(review.Request.Object.Raw, &cm)
-		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: cm.Labels[denyLaterLabel] != "true"}
+		var obj metav1.PartialObjectMetadata
+		_ = json.Unmarshal(review.Request.Object.Raw, &obj)
+		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: obj.Labels[denyLaterLabel] != "true"}
 		if !resp.Allowed {
 			resp.Result = &metav1.Status{Message: "denied later in the admission chain", Code: http.StatusForbidden}
 		}
@@ -63,7 +70,7 @@ func denyLater(t *testing.T, namespace string) {
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
 	create(t, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-deny-later"},
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-deny-later-" + namespace},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "deny-later.e2e.quota",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: cluster.CAData()},
@@ -72,10 +79,7 @@ func denyLater(t *testing.T, namespace string) {
 			FailurePolicy:           &fail,
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
 				"kubernetes.io/metadata.name": namespace}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
-			}},
+			Rules: []admissionregistrationv1.RuleWithOperations{rule},
 		}},
 	})
 }
@@ -89,7 +93,7 @@ func TestReservationsExpireAndDryRunConsumesNothing(t *testing.T) {
 	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
 	grant(t, "configmaps", consumer, rt, 2)
 	quotaEntity(t, "e2e-reserve", []string{ns}, map[string]any{"resourceType": rt})
-	denyLater(t, ns)
+	denyLater(t, ns, configMapCreates)
 
 	// Wait until the second webhook is in the chain.
 	testenv.Eventually(t, time.Minute, "deny-later webhook serving", func() error {

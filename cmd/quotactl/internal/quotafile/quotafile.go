@@ -138,6 +138,16 @@ func (s *Set) Grants() ([]ledger.Grant, error) {
 
 // Ledger returns a fresh memory-store ledger over the grants read.
 func (s *Set) Ledger(opts ...ledger.Option) (*ledger.Ledger, error) {
+	set, err := s.GrantSet()
+	if err != nil {
+		return nil, err
+	}
+	return ledger.New(ledger.NewMemoryStore(), set, opts...), nil
+}
+
+// GrantSet returns the grants read as a GrantSource, for a caller that
+// builds its ledger over a store of its own.
+func (s *Set) GrantSet() (*ledger.GrantSet, error) {
 	gs, err := s.Grants()
 	if err != nil {
 		return nil, err
@@ -146,5 +156,5 @@ func (s *Set) Ledger(opts ...ledger.Option) (*ledger.Ledger, error) {
 	if err := set.Set(gs...); err != nil {
 		return nil, err
 	}
-	return ledger.New(ledger.NewMemoryStore(), set, opts...), nil
+	return set, nil
 }

@@ -16,19 +16,25 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// admissionReview writes the AdmissionReview for st (its object with its
-// Admission block) into the overlay, under the suite's directory, and
+// admissionReview writes the AdmissionReview for st (obj, its object, with
+// its Admission block) into the overlay, under the suite's directory, and
 // returns its path relative to the suite, as gator expects an object path.
-func (r *Runner) admissionReview(s *Suite, st Step) (string, error) {
-	dir := path.Dir(s.path)
-	a := st.Admission
-	obj, err := r.readObject(path.Join(dir, st.Object))
-	if err != nil {
-		return "", fmt.Errorf("object: %w", err)
+func (r *Runner) admissionReview(s *Suite, st Step, obj *unstructured.Unstructured) (string, error) {
+	a := *st.Admission
+	if a.OldObject != "" {
+		old, err := r.readObject(path.Join(path.Dir(s.path), a.OldObject))
+		if err != nil {
+			return "", fmt.Errorf("oldObject: %w", err)
+		}
+		return r.writeReview(s, obj, &a, old)
 	}
-	if obj.GetKind() == "AdmissionReview" {
-		return "", fmt.Errorf("object %s is already an AdmissionReview; drop admission or use a plain object", st.Object)
-	}
+	return r.writeReview(s, obj, &a, nil)
+}
+
+// writeReview writes the AdmissionReview of obj (and old, when not nil)
+// under a's operation, uid and dryRun into the overlay; a.OldObject is not
+// read.
+func (r *Runner) writeReview(s *Suite, obj *unstructured.Unstructured, a *Admission, old *unstructured.Unstructured) (string, error) {
 	op := admissionv1.Operation(a.Operation)
 	if op == "" {
 		op = admissionv1.Create
@@ -52,11 +58,7 @@ func (r *Runner) admissionReview(s *Suite, st Step) (string, error) {
 	if op != admissionv1.Delete {
 		req.Object = runtime.RawExtension{Raw: raw}
 	}
-	if a.OldObject != "" {
-		old, err := r.readObject(path.Join(dir, a.OldObject))
-		if err != nil {
-			return "", fmt.Errorf("oldObject: %w", err)
-		}
+	if old != nil {
 		if req.OldObject.Raw, err = old.MarshalJSON(); err != nil {
 			return "", err
 		}
@@ -69,8 +71,7 @@ func (r *Runner) admissionReview(s *Suite, st Step) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	rel := r.files.add(dir, data)
-	return rel, nil
+	return r.files.add(path.Dir(s.path), data), nil
 }
 
 func (r *Runner) readObject(p string) (*unstructured.Unstructured, error) {

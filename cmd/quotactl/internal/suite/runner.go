@@ -103,12 +103,12 @@ func (r *Runner) runCase(ctx context.Context, s *Suite, t *Test, c *Case) (res v
 	res.Name = c.Name
 	defer func() { res.Runtime = verify.Duration(time.Since(start)) }()
 
-	l, err := r.caseLedger(s, t, c)
+	cl, err := r.caseCluster(s, t, c)
 	if err != nil {
 		res.Error = fmt.Errorf("quota: %w", err)
 		return res, nil
 	}
-	builtins.Use(l)
+	builtins.Use(cl.ledger)
 	defer builtins.Use(nil)
 
 	steps := c.Steps
@@ -121,7 +121,14 @@ func (r *Runner) runCase(ctx context.Context, s *Suite, t *Test, c *Case) (res v
 	}
 	var prints []string
 	for i, st := range steps {
-		cr, testErr := r.runStep(ctx, s, t, c, i, st) // testErr: the template or constraint failed
+		object, err := r.stepObject(s, st)
+		var cr verify.CaseResult
+		var testErr error // the template or constraint failed
+		if err != nil {
+			cr.Error = err
+		} else {
+			cr, testErr = r.review(ctx, s, t, fmt.Sprintf("%s#%d", c.Name, i+1), object, c, st, st.Assertions)
+		}
 		res.Trace = cr.Trace
 		if cr.Print != "" {
 			prints = append(prints, cr.Print)
@@ -130,9 +137,12 @@ func (r *Runner) runCase(ctx context.Context, s *Suite, t *Test, c *Case) (res v
 		if testErr != nil {
 			return res, testErr
 		}
-		err := cr.Error
+		err = cr.Error
 		if err == nil {
-			err = checkUsage(ctx, l, st.Usage)
+			err = r.observe(ctx, s, t, c, st, object, cl)
+		}
+		if err == nil {
+			err = checkUsage(ctx, cl.ledger, st.Usage)
 		}
 		if err != nil {
 			if len(c.Steps) > 0 {
@@ -152,7 +162,8 @@ func stepName(st Step) string {
 	return " (" + st.Object + ")"
 }
 
-func (r *Runner) caseLedger(s *Suite, t *Test, c *Case) (*ledger.Ledger, error) {
+// caseCluster is a fresh ledger over the case's quota files, and no objects.
+func (r *Runner) caseCluster(s *Suite, t *Test, c *Case) (*cluster, error) {
 	var set quotafile.Set
 	dir := path.Dir(s.path)
 	for _, f := range append(append([]string(nil), t.Quota...), c.Quota...) {
@@ -160,26 +171,39 @@ func (r *Runner) caseLedger(s *Suite, t *Test, c *Case) (*ledger.Ledger, error) 
 			return nil, err
 		}
 	}
-	return set.Ledger()
+	grants, err := set.GrantSet()
+	if err != nil {
+		return nil, err
+	}
+	store := ledger.NewMemoryStore()
+	return &cluster{ledger: ledger.New(store, grants), store: store, objects: map[string]liveObject{}}, nil
 }
 
-// runStep has gator review one object. An Admission block becomes an
-// AdmissionReview file in the overlay, which gator reviews with its own
-// AdmissionReview support.
-func (r *Runner) runStep(ctx context.Context, s *Suite, t *Test, c *Case, i int, st Step) (verify.CaseResult, error) {
-	object := st.Object
-	if st.Admission != nil {
-		var err error
-		object, err = r.admissionReview(s, st)
-		if err != nil {
-			return verify.CaseResult{Name: c.Name, Error: err}, nil
-		}
+// stepObject is the file gator reviews for st: its object, or, with an
+// Admission block, the AdmissionReview this package writes for it.
+func (r *Runner) stepObject(s *Suite, st Step) (string, error) {
+	if st.Admission == nil {
+		return st.Object, nil
 	}
+	obj, err := r.readObject(path.Join(path.Dir(s.path), st.Object))
+	if err != nil {
+		return "", fmt.Errorf("object: %w", err)
+	}
+	if obj.GetKind() == "AdmissionReview" {
+		return "", fmt.Errorf("object %s is already an AdmissionReview; drop admission or use a plain object", st.Object)
+	}
+	return r.admissionReview(s, st, obj)
+}
+
+// review has gator review object (a path relative to the suite) with the
+// case's and the step's inventory, under the given assertions. A non-nil
+// error is a test-level failure (template or constraint).
+func (r *Runner) review(ctx context.Context, s *Suite, t *Test, name, object string, c *Case, st Step, assertions []verify.Assertion) (verify.CaseResult, error) {
 	gc := &verify.Case{
-		Name:       fmt.Sprintf("%s#%d", c.Name, i+1),
+		Name:       name,
 		Object:     object,
 		Inventory:  append(append([]string(nil), c.Inventory...), st.Inventory...),
-		Assertions: st.Assertions,
+		Assertions: assertions,
 	}
 	tr := r.gatorRun(ctx, s, t, []*verify.Case{gc})
 	if tr.Error != nil {

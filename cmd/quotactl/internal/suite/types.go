@@ -12,6 +12,11 @@
 //     with its own assertions (three creates allowed, the fourth denied);
 //   - usage: the bucket numbers expected after a case or a step.
 //
+// Usage reads as in a cluster that has settled: after a step a cluster
+// would have admitted, the object counts as quotakeeper's observer would
+// count it (allocated, its reservations folded), and an admitted DELETE
+// stops it counting (observe.go).
+//
 // Standard gator fields keep their meaning; a suite without extensions runs
 // as gator verify would run it (with the quota builtins available).
 package suite

@@ -1,0 +1,208 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/verify"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+// In a cluster, admission only reserves: quotakeeper's observer evaluates
+// the constraint on every live object, sets each bucket's allocated to the
+// sum of what the objects count, and in the same write removes the
+// reservations it now counts; a deleted object stops counting. A case does
+// the same after every step a cluster would have admitted, so `usage:`
+// reads as in a cluster that has settled: allocated is what the admitted
+// objects count, reserved what is still in flight.
+
+// cluster is what a case's steps share: the ledger admission reserves in,
+// its store, and the objects a cluster would now hold.
+type cluster struct {
+	ledger  *ledger.Ledger
+	store   ledger.Store
+	objects map[string]liveObject // by uid
+}
+
+// liveObject is what one admitted object counts, as the observer keeps it.
+type liveObject struct {
+	generation int64
+	namespace  string
+	counts     map[ledger.BucketKey]int64
+}
+
+// observeUID is the request uid of the review that measures an object.
+const observeUID = "quotactl-observe"
+
+// observe updates the case's objects after step st, reviewed from object
+// (the path gator read), and writes every bucket whose sums may have
+// changed. Only a real admission (a request uid, not a dry run) that was
+// admitted changes what exists: a CREATE or UPDATE leaves the object as the
+// step gives it, a DELETE removes it. An AdmissionReview file reviewed
+// without an admission block is not observed.
+func (r *Runner) observe(ctx context.Context, s *Suite, t *Test, c *Case, st Step, object string, cl *cluster) error {
+	a := st.Admission
+	if a == nil || a.UID == "" || a.DryRun || admissionv1.Operation(a.Operation) == admissionv1.Connect {
+		return nil
+	}
+	obj, err := r.readObject(path.Join(path.Dir(s.path), st.Object))
+	if err != nil {
+		return fmt.Errorf("object: %w", err)
+	}
+	uid := string(obj.GetUID())
+	if uid == "" {
+		return nil
+	}
+	if admitted, err := r.admitted(ctx, s, t, c, st, object); err != nil || !admitted {
+		return err
+	}
+	before := cl.objects[uid].counts
+	if admissionv1.Operation(a.Operation) == admissionv1.Delete {
+		delete(cl.objects, uid)
+	} else {
+		counts, err := r.measure(ctx, s, t, c, st, obj, cl)
+		if err != nil {
+			return err
+		}
+		cl.objects[uid] = liveObject{generation: obj.GetGeneration(), namespace: obj.GetNamespace(), counts: counts}
+	}
+	keys := slices.Concat(slices.Collect(maps.Keys(before)), slices.Collect(maps.Keys(cl.objects[uid].counts)))
+	slices.SortFunc(keys, func(a, b ledger.BucketKey) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, key := range slices.Compact(keys) {
+		if err := cl.write(ctx, key); err != nil {
+			return fmt.Errorf("observing %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// admitted is the step's decision. The step's assertions, which gator has
+// just checked, state it when one of them counts every violation (it has no
+// message): none is admitted, some is denied. Otherwise the request is
+// reviewed again, asserting no violations: a real admission is idempotent
+// (a reservation already held under the claim id counts as taken; a refused
+// claim held nothing), so the second review decides what the first did.
+func (r *Runner) admitted(ctx context.Context, s *Suite, t *Test, c *Case, st Step, object string) (bool, error) {
+	for i := range st.Assertions {
+		a := &st.Assertions[i]
+		if a.Message != nil {
+			continue
+		}
+		v := intstr.FromString("yes") // gator's default
+		if a.Violations != nil {
+			v = *a.Violations
+		}
+		switch {
+		case v.Type == intstr.Int:
+			return v.IntVal == 0, nil
+		case v.StrVal == "no" || v.StrVal == "yes":
+			return v.StrVal == "no", nil
+		}
+	}
+	no := intstr.FromString("no")
+	cr, err := r.review(ctx, s, t, c.Name+"#admitted", object, c, st, []verify.Assertion{{Violations: &no}})
+	if err != nil {
+		return false, err
+	}
+	return cr.Error == nil, nil
+}
+
+// measure is what obj counts against each bucket, found the way the
+// observer finds it: the constraint evaluated on the object as a CREATE.
+// Here the CREATE reserves in a ledger without limits, whose reservations
+// under the object's uid are its counts. A review with violations (a
+// consumer that cannot be found) counts nothing.
+func (r *Runner) measure(ctx context.Context, s *Suite, t *Test, c *Case, st Step, obj *unstructured.Unstructured, cl *cluster) (map[ledger.BucketKey]int64, error) {
+	object, err := r.writeReview(s, obj, &Admission{UID: observeUID}, nil)
+	if err != nil {
+		return nil, err
+	}
+	store := &recordingStore{Store: ledger.NewMemoryStore()}
+	builtins.Use(ledger.New(store, unlimited{}))
+	defer builtins.Use(cl.ledger)
+	no := intstr.FromString("no")
+	if _, err := r.review(ctx, s, t, c.Name+"#observe", object, c, st, []verify.Assertion{{Violations: &no}}); err != nil {
+		return nil, err
+	}
+	counts := map[ledger.BucketKey]int64{}
+	for _, key := range store.keys {
+		b, _, err := store.Get(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if res, ok := b.Reservations[string(obj.GetUID())]; ok {
+			counts[key] = res.Amount
+		}
+	}
+	return counts, nil
+}
+
+// write gives the bucket the sums over the case's objects, folding the
+// reservations of the objects it counts: `<uid>`, and `<uid>/<g>` once the
+// object counts at generation g or later.
+func (cl *cluster) write(ctx context.Context, key ledger.BucketKey) error {
+	obs := ledger.Observation{ByNamespace: map[string]int64{}}
+	counted := map[string]int64{} // uid -> generation
+	for uid, o := range cl.objects {
+		amount, ok := o.counts[key]
+		if !ok {
+			continue
+		}
+		var err error
+		if obs.Allocated, err = ledger.Add(obs.Allocated, amount); err != nil {
+			return err
+		}
+		obs.ByNamespace[o.namespace] += amount // bounded by Allocated
+		obs.Count++
+		counted[uid] = o.generation
+	}
+	b, _, err := cl.store.Get(ctx, key)
+	if err != nil {
+		return err
+	}
+	for id := range b.Reservations {
+		uid, g, isUpdate := strings.Cut(id, "/")
+		gen, counts := counted[uid]
+		if !counts {
+			continue
+		}
+		if n, err := strconv.ParseInt(g, 10, 64); !isUpdate || (err == nil && n <= gen) {
+			obs.Fold = append(obs.Fold, id)
+		}
+	}
+	slices.Sort(obs.Fold)
+	_, err = cl.ledger.Observe(ctx, key, obs)
+	return err
+}
+
+// recordingStore remembers the buckets written through it.
+type recordingStore struct {
+	ledger.Store
+	keys []ledger.BucketKey
+}
+
+func (s *recordingStore) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*ledger.Bucket) error) (ledger.Bucket, error) {
+	if !slices.Contains(s.keys, key) {
+		s.keys = append(s.keys, key)
+	}
+	return s.Store.Apply(ctx, key, mutate)
+}
+
+// unlimited grants every bucket the largest limit, so a measuring review
+// is never refused.
+type unlimited struct{}
+
+func (unlimited) GrantsFor(c ledger.Consumer, resourceType string) []ledger.Grant {
+	return []ledger.Grant{{ID: "unlimited", Consumer: c, ResourceType: resourceType, Amount: math.MaxInt64}}
+}

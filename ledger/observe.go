@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Observation is what the observer saw for one bucket.
@@ -116,4 +118,24 @@ func validateObservation(obs Observation) error {
 		return &ValidationError{Errors: errs}
 	}
 	return nil
+}
+
+// ReservationFor says which object, at which generation, a reservation id
+// stands for: admission reserves a create under the object's uid and the
+// growth of an update under "<uid>/<generation>/<growth>" (rego/lib/quota.rego).
+// An observer folds a reservation once it has evaluated that object at that
+// generation or later; update is false for a create's id, whose generation
+// is 0. An id of another shape names the whole id as uid, so it is never
+// folded by a generation it does not carry.
+func ReservationFor(id string) (uid string, generation int64, update bool) {
+	uid, rest, update := strings.Cut(id, "/")
+	if !update {
+		return id, 0, false
+	}
+	g, _, _ := strings.Cut(rest, "/")
+	n, err := strconv.ParseInt(g, 10, 64)
+	if err != nil {
+		return id, 0, false
+	}
+	return uid, n, true
 }

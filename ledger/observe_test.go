@@ -119,3 +119,22 @@ func TestObserveValidation(t *testing.T) {
 		})
 	}
 }
+
+func TestReservationForNamesTheObjectAndGeneration(t *testing.T) {
+	for _, tc := range []struct {
+		id         string
+		uid        string
+		generation int64
+		update     bool
+	}{
+		{"uid-1", "uid-1", 0, false},
+		{"uid-1/7/500", "uid-1", 7, true},
+		{"uid-1/0/1", "uid-1", 0, true},
+		{"uid-1/x/1", "uid-1/x/1", 0, false},
+	} {
+		uid, g, update := ledger.ReservationFor(tc.id)
+		if uid != tc.uid || g != tc.generation || update != tc.update {
+			t.Errorf("ReservationFor(%q) = %q, %d, %v; want %q, %d, %v", tc.id, uid, g, update, tc.uid, tc.generation, tc.update)
+		}
+	}
+}

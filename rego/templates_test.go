@@ -298,7 +298,7 @@ func TestAllocationUpdateReservesOnlyTheGrowth(t *testing.T) {
 			t.Errorf("reservation %s: object %+v", id, r.Object)
 		}
 	}
-	if want := map[string]int64{"uid-team-a-web": 1000, "uid-team-a-web/2": 500}; !maps.Equal(got, want) {
+	if want := map[string]int64{"uid-team-a-web": 1000, "uid-team-a-web/2/500": 500}; !maps.Equal(got, want) {
 		t.Errorf("reservations: got %v, want %v", got, want)
 	}
 }

@@ -66,14 +66,21 @@ mode := "reserve" if {
 
 # A retried or re-evaluated request finds its own reservation under the same
 # id, so it never counts twice. An UPDATE reserves only its growth, under
-# `<uid>/<generation>`: the new object's metadata.generation, which the API
-# server bumps before validating admission (0 for a kind without one). The
-# observer folds that reservation once it counts the object at that
-# generation or later, and lets it expire when the object never reaches it
-# (an update that a later webhook rejected), so a rejected update never counts.
-claim_id := object_uid if {
+# `<uid>/<generation>/<growth>`: the new object's metadata.generation, which
+# the API server bumps before validating admission (0 for a kind without
+# one), and the amount. The observer folds that reservation once it has
+# evaluated the object at that generation or later, and lets it expire when
+# the object never reaches it (an update that a later webhook rejected), so a
+# rejected update never counts. The growth is part of the id because a
+# rejected update never persists its generation: the next update gets the
+# same number, and must not find the rejected one's smaller reservation.
+claim_id(_) := object_uid if {
 	operation == "CREATE"
-} else := sprintf("%s/%d", [object_uid, object_generation])
+}
+
+claim_id(n) := sprintf("%s/%d/%d", [object_uid, object_generation, n]) if {
+	operation != "CREATE"
+}
 
 object_generation := object.get(obj, ["metadata", "generation"], 0)
 
@@ -198,7 +205,7 @@ config_errors contains s.error if {
 # The claim
 
 claim(amount) := {
-	"id": claim_id,
+	"id": claim_id(amount),
 	"object": object_ref,
 	"requests": [request(s, amount) | some s in scopes],
 }

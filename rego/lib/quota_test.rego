@@ -144,20 +144,29 @@ test_claim_for_create if {
 
 at_generation(o, g) := json.patch(o, [{"op": "add", "path": "/metadata/generation", "value": g}])
 
-test_claim_id_for_update_is_object_uid_and_new_generation if {
+test_claim_id_for_update_is_object_uid_new_generation_and_growth if {
 	p := at_generation(pod("team-a", "p1", "uid-1"), 7)
-	quotalib.claim_id == "uid-1/7" with input as inp(admission("UPDATE", "req-7", p), pods)
+	quotalib.claim_id(500) == "uid-1/7/500" with input as inp(admission("UPDATE", "req-7", p), pods)
 }
 
 test_claim_id_for_update_is_the_same_for_a_retried_request if {
 	p := at_generation(pod("team-a", "p1", "uid-1"), 7)
-	first := quotalib.claim_id with input as inp(admission("UPDATE", "req-7", p), pods)
-	retry := quotalib.claim_id with input as inp(admission("UPDATE", "req-8", p), pods)
+	first := quotalib.claim_id(500) with input as inp(admission("UPDATE", "req-7", p), pods)
+	retry := quotalib.claim_id(500) with input as inp(admission("UPDATE", "req-8", p), pods)
 	first == retry
 }
 
+# A rejected update never persists its generation, so the next update gets the
+# same one; with another growth it must not find the rejected one's reservation.
+test_claim_id_for_update_differs_by_growth if {
+	p := at_generation(pod("team-a", "p1", "uid-1"), 7)
+	small := quotalib.claim_id(500) with input as inp(admission("UPDATE", "req-7", p), pods)
+	large := quotalib.claim_id(1500) with input as inp(admission("UPDATE", "req-8", p), pods)
+	small != large
+}
+
 test_claim_id_for_update_of_a_kind_without_generation_uses_0 if {
-	quotalib.claim_id == "uid-1/0" with input as inp(admission("UPDATE", "req-7", pod("team-a", "p1", "uid-1")), pods)
+	quotalib.claim_id(1) == "uid-1/0/1" with input as inp(admission("UPDATE", "req-7", pod("team-a", "p1", "uid-1")), pods)
 }
 
 test_claim_one_request_per_consumer_in_order if {
@@ -348,7 +357,7 @@ test_admission_without_request_uid_never_reserves if {
 test_update_reserves_only_the_growth_under_its_own_id if {
 	i := inp(admission("UPDATE", "req-2", at_generation(pod("team-a", "p1", "uid-1"), 2)), pods)
 	vs := quotalib.violations(5, 3) with input as i with quota.reserve as echo with quota.usage as roomy
-	{v.msg | some v in vs} == {"quota exceeded for Namespace team-a: reserved uid-1/2 2"}
+	{v.msg | some v in vs} == {"quota exceeded for Namespace team-a: reserved uid-1/2/2 2"}
 }
 
 test_update_that_does_not_grow_reserves_nothing if {

@@ -161,12 +161,12 @@ func TestARejectedUpdateLeaksNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "denied later in the admission chain") {
 		t.Fatalf("want the second webhook's denial, got %v", err)
 	}
-	// Gatekeeper reserved the growth under <uid>/<the generation the update would have had>.
+	// Gatekeeper reserved the growth under <uid>/<the generation the update would have had>/<growth>.
 	if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(web), web); err != nil {
 		t.Fatal(err)
 	}
 	st := bucket(t, consumer, rt)
-	wantID := fmt.Sprintf("%s/%d", web.UID, web.Generation+1)
+	wantID := fmt.Sprintf("%s/%d/500", web.UID, web.Generation+1)
 	if st.Allocated != 1000 || st.Reserved != 500 || len(st.Reservations) != 1 || st.Reservations[0].ID != wantID {
 		t.Fatalf("after the later denial: allocated %d reserved %d reservations %+v, want 1000, 500 and one reservation %s",
 			st.Allocated, st.Reserved, st.Reservations, wantID)

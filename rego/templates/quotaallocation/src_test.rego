@@ -26,10 +26,10 @@ test_create_reserves_replicas_times_requests if {
 	msgs == {"quota exceeded for Namespace team-a: reserve uid-web 1500"}
 }
 
-test_update_reserves_the_growth_from_the_old_object_under_the_new_generation if {
+test_update_reserves_the_growth_from_the_old_object_under_the_new_generation_and_growth if {
 	msgs := {v.msg | some v in quotaallocation.violation} with input as {"review": review("UPDATE", deployment(4), deployment(3)), "parameters": params}
 		with quota.reserve as echo
-	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4 500"}
+	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4/500 500"}
 }
 
 test_scaling_down_reserves_nothing if {

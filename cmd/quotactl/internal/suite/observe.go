@@ -7,7 +7,6 @@ import (
 	"math"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/verify"
@@ -172,12 +171,8 @@ func (cl *cluster) write(ctx context.Context, key ledger.BucketKey) error {
 		return err
 	}
 	for id := range b.Reservations {
-		uid, g, isUpdate := strings.Cut(id, "/")
-		gen, counts := counted[uid]
-		if !counts {
-			continue
-		}
-		if n, err := strconv.ParseInt(g, 10, 64); !isUpdate || (err == nil && n <= gen) {
+		uid, g, _ := ledger.ReservationFor(id)
+		if gen, counts := counted[uid]; counts && g <= gen {
 			obs.Fold = append(obs.Fold, id)
 		}
 	}

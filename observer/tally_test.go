@@ -39,8 +39,10 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 	}
 	for _, s := range []step{
 		{
-			name:    "two objects in team-a, one also in acme",
-			do:      func() []ledger.BucketKey { return tl.Set("cm/a/1", obj("u1", 1, "team-a", map[ledger.BucketKey]int64{teamA: 1, acme: 1})) },
+			name: "two objects in team-a, one also in acme",
+			do: func() []ledger.BucketKey {
+				return tl.Set("cm/a/1", obj("u1", 1, "team-a", map[ledger.BucketKey]int64{teamA: 1, acme: 1}))
+			},
 			changed: []ledger.BucketKey{teamA, acme},
 			want: map[ledger.BucketKey]ledger.Observation{
 				teamA: {Allocated: 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1}},
@@ -48,21 +50,27 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			},
 		},
 		{
-			name:    "a second object",
-			do:      func() []ledger.BucketKey { return tl.Set("cm/a/2", obj("u2", 1, "team-a", map[ledger.BucketKey]int64{teamA: 3})) },
+			name: "a second object",
+			do: func() []ledger.BucketKey {
+				return tl.Set("cm/a/2", obj("u2", 1, "team-a", map[ledger.BucketKey]int64{teamA: 3}))
+			},
 			changed: []ledger.BucketKey{teamA},
 			want: map[ledger.BucketKey]ledger.Observation{
 				teamA: {Allocated: 4, Count: 2, ByNamespace: map[string]int64{"team-a": 4}},
 			},
 		},
 		{
-			name:    "re-evaluating the same thing changes nothing",
-			do:      func() []ledger.BucketKey { return tl.Set("cm/a/2", obj("u2", 1, "team-a", map[ledger.BucketKey]int64{teamA: 3})) },
+			name: "re-evaluating the same thing changes nothing",
+			do: func() []ledger.BucketKey {
+				return tl.Set("cm/a/2", obj("u2", 1, "team-a", map[ledger.BucketKey]int64{teamA: 3}))
+			},
 			changed: nil,
 		},
 		{
-			name:    "relabelling moves u1 from acme to team-b",
-			do:      func() []ledger.BucketKey { return tl.Set("cm/a/1", obj("u1", 1, "team-a", map[ledger.BucketKey]int64{teamA: 1, teamB: 2})) },
+			name: "relabelling moves u1 from acme to team-b",
+			do: func() []ledger.BucketKey {
+				return tl.Set("cm/a/1", obj("u1", 1, "team-a", map[ledger.BucketKey]int64{teamA: 1, teamB: 2}))
+			},
 			changed: []ledger.BucketKey{teamB, acme},
 			want: map[ledger.BucketKey]ledger.Observation{
 				acme:  {},
@@ -70,8 +78,10 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			},
 		},
 		{
-			name:    "an amount changes",
-			do:      func() []ledger.BucketKey { return tl.Set("cm/a/2", obj("u2", 2, "team-a", map[ledger.BucketKey]int64{teamA: 5})) },
+			name: "an amount changes",
+			do: func() []ledger.BucketKey {
+				return tl.Set("cm/a/2", obj("u2", 2, "team-a", map[ledger.BucketKey]int64{teamA: 5}))
+			},
 			changed: []ledger.BucketKey{teamA},
 			want: map[ledger.BucketKey]ledger.Observation{
 				teamA: {Allocated: 6, Count: 2, ByNamespace: map[string]int64{"team-a": 6}},

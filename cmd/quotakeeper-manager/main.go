@@ -23,8 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/controllers"
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/observer"
 	"github.com/quotakeeper/quotakeeper/webhooks"
 )
 
@@ -37,6 +40,15 @@ import (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=selfsubjectreviews,verbs=create
+
+// The observer's reads: the quota templates and their constraints, the
+// namespaces (their labels name consumers), and every kind a constraint
+// matches, which can be any kind; narrow the last to your constraints'
+// match.kinds if you prefer.
+// +kubebuilder:rbac:groups=templates.gatekeeper.sh,resources=constrainttemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=constraints.gatekeeper.sh,resources=*,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list;watch
 
 type flags struct {
 	metricsAddr, probeAddr  string
@@ -55,6 +67,8 @@ type flags struct {
 	mutatingConfiguration   string
 	objectPollInterval      time.Duration
 	claimConcurrency        int
+	observerResync          time.Duration
+	observerWriteInterval   time.Duration
 }
 
 func parseFlags() flags {
@@ -76,6 +90,8 @@ func parseFlags() flags {
 	flag.StringVar(&f.mutatingConfiguration, "mutating-webhook-configuration", "quotakeeper-mutating-webhook-configuration", "MutatingWebhookConfiguration whose CA bundle the rotator keeps.")
 	flag.DurationVar(&f.objectPollInterval, "object-poll-interval", 5*time.Second, "How often a reservation's object is looked for when its kind is not watched.")
 	flag.IntVar(&f.claimConcurrency, "claim-concurrency", 4, "Claims decided at once.")
+	flag.DurationVar(&f.observerResync, "observer-resync", 5*time.Minute, "How often the observer evaluates every object again, correcting whatever an event missed.")
+	flag.DurationVar(&f.observerWriteInterval, "observer-write-interval", 250*time.Millisecond, "Least time between two writes of one bucket's observed usage.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -94,6 +110,9 @@ func main() {
 }
 
 func run(f flags) error {
+	// Before any Rego driver exists (the observer's): drivers copy OPA's
+	// builtin table when built.
+	builtins.Register()
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), quotav1alpha1.AddToScheme(scheme)); err != nil {
 		return err
@@ -125,6 +144,9 @@ func run(f flags) error {
 		ObjectPollInterval: f.objectPollInterval, ClaimConcurrency: f.claimConcurrency,
 	}); err != nil {
 		return err
+	}
+	if err := addObserver(mgr, f); err != nil {
+		return fmt.Errorf("observer: %w", err)
 	}
 
 	// The webhook server starts only once its certificate is on disk: it
@@ -178,4 +200,22 @@ func run(f flags) error {
 	}
 	ctrl.Log.Info("starting manager", "user", me, "systemNamespace", f.systemNamespace)
 	return mgr.Start(ctx)
+}
+
+// addObserver adds the observer (leader only) with a ledger of its own: it
+// writes only once that ledger's grant mirror has synced, since every write
+// recomputes the bucket's limit.
+func addObserver(mgr ctrl.Manager, f flags) error {
+	l, m, err := grants.NewLedger(mgr, f.systemNamespace, ledger.WithReservationTTL(f.reservationTTL))
+	if err != nil {
+		return err
+	}
+	o, err := observer.New(mgr, observer.Options{
+		Writer: l, WriterSynced: m.HasSynced, SystemNamespace: f.systemNamespace,
+		Resync: f.observerResync, WriteInterval: f.observerWriteInterval,
+	})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(o)
 }

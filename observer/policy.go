@@ -77,7 +77,7 @@ func newPolicy() (*policy, error) {
 }
 
 // isQuotaTemplate reports whether a ConstraintTemplate (unstructured) builds
-// on lib.quota.
+// on lib.quota: a target's libs, or a Rego code entry's source libs, hold it.
 func isQuotaTemplate(u *unstructured.Unstructured) bool {
 	targets, _, _ := unstructured.NestedSlice(u.Object, "spec", "targets")
 	for _, t := range targets {
@@ -86,10 +86,15 @@ func isQuotaTemplate(u *unstructured.Unstructured) bool {
 			continue
 		}
 		libs, _, _ := unstructured.NestedStringSlice(tm, "libs")
-		for _, lib := range libs {
-			if strings.Contains(lib, quotaLibPackage) {
-				return true
+		code, _, _ := unstructured.NestedSlice(tm, "code")
+		for _, c := range code {
+			if cm, ok := c.(map[string]any); ok {
+				more, _, _ := unstructured.NestedStringSlice(cm, "source", "libs")
+				libs = append(libs, more...)
 			}
+		}
+		if slices.ContainsFunc(libs, func(lib string) bool { return strings.Contains(lib, quotaLibPackage) }) {
+			return true
 		}
 	}
 	return false

@@ -1,13 +1,16 @@
 package observer
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/localcluster"
 )
 
 var (
@@ -236,5 +239,23 @@ func TestExpired(t *testing.T) {
 		if got := Expired(ledger.Reservation{ClaimID: tc.id}, tc.live); got != tc.want {
 			t.Errorf("%s: Expired = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestShippedTemplatesAreQuotaTemplates(t *testing.T) {
+	for _, name := range []string{"quotaentity", "quotaallocation"} {
+		objs, err := localcluster.ReadObjects(filepath.Join("..", "templates", name, "template.yaml"))
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("%s: %v (%d objects)", name, err, len(objs))
+		}
+		if !isQuotaTemplate(objs[0]) {
+			t.Errorf("%s is not recognised as a quota template", name)
+		}
+	}
+	other := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"targets": []any{
+		map[string]any{"rego": "package k8srequiredlabels", "libs": []any{"package lib.helpers"}},
+	}}}}
+	if isQuotaTemplate(other) {
+		t.Error("a template without lib.quota is recognised as a quota template")
 	}
 }

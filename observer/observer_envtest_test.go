@@ -3,10 +3,13 @@ package observer_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -101,20 +104,33 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 
 	installPolicy(ctx, t, env)
 
-	startObserver(ctx, t, env)
+	w := startObserver(ctx, t, env)
+	// eventuallyBucket checks what the observer wrote, then what the
+	// bucket's status shows.
+	eventuallyBucket := func(t *testing.T, c ledger.Consumer, resourceType string, want figures) {
+		t.Helper()
+		key := ledger.NewBucketKey(c, resourceType, nil)
+		testenv.Eventually(t, wait, fmt.Sprintf("observation of %s/%s %s", c.Kind, c.Name, resourceType), func() error {
+			if diff := cmp.Diff(want, w.figures(key)); diff != "" {
+				return fmt.Errorf("(-want +got):\n%s", diff)
+			}
+			return nil
+		})
+		eventuallyStatus(t, k8s, c, resourceType, want)
+	}
 
 	t.Run("objects created before the constraint are counted", func(t *testing.T) {
-		eventuallyBucket(t, k8s, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 2}}})
-		eventuallyBucket(t, k8s, namespaceConsumer("team-b"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
-		eventuallyBucket(t, k8s, org("acme"), rtOrg, figures{Allocated: 3, Count: 3, Namespaces: []nsUsage{{"team-a", 2}, {"team-b", 1}}})
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 2}}})
+		eventuallyBucket(t, namespaceConsumer("team-b"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
+		eventuallyBucket(t, org("acme"), rtOrg, figures{Allocated: 3, Count: 3, Namespaces: []nsUsage{{"team-a", 2}, {"team-b", 1}}})
 	})
 
 	t.Run("deletes return quota", func(t *testing.T) {
 		if err := k8s.Delete(ctx, cm2); err != nil {
 			t.Fatal(err)
 		}
-		eventuallyBucket(t, k8s, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-a", 1}}})
-		eventuallyBucket(t, k8s, org("acme"), rtOrg, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 1}, {"team-b", 1}}})
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-a", 1}}})
+		eventuallyBucket(t, org("acme"), rtOrg, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 1}, {"team-b", 1}}})
 	})
 
 	t.Run("relabelling a namespace moves its usage", func(t *testing.T) {
@@ -126,8 +142,8 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		if err := k8s.Update(ctx, ns); err != nil {
 			t.Fatal(err)
 		}
-		eventuallyBucket(t, k8s, org("acme"), rtOrg, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-a", 1}}})
-		eventuallyBucket(t, k8s, org("globex"), rtOrg, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
+		eventuallyBucket(t, org("acme"), rtOrg, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-a", 1}}})
+		eventuallyBucket(t, org("globex"), rtOrg, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
 	})
 
 	long := admissionLedger(k8s, time.Hour)
@@ -139,7 +155,7 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		// What admission reserved for it; the hour-long TTL rules out expiry.
 		reserve(ctx, t, long, claimFor(cm4, namespaceConsumer("team-a"), rtNamespace))
 		eventuallyNoReservations(t, k8s, namespaceConsumer("team-a"), rtNamespace)
-		eventuallyBucket(t, k8s, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 2}}})
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 2}}})
 	})
 
 	t.Run("a reservation for an object that never appears expires", func(t *testing.T) {
@@ -147,7 +163,7 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 			Requests: []ledger.Request{{Consumer: namespaceConsumer("team-b"), ResourceType: rtNamespace, Amount: 1}}}
 		reserve(ctx, t, short, ghost)
 		eventuallyNoReservations(t, k8s, namespaceConsumer("team-b"), rtNamespace)
-		eventuallyBucket(t, k8s, namespaceConsumer("team-b"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
+		eventuallyBucket(t, namespaceConsumer("team-b"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
 	})
 
 	t.Run("a warn constraint holds nothing", func(t *testing.T) {
@@ -156,7 +172,7 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		// the object exists.
 		reserve(ctx, t, short, claimFor(cm1, namespaceConsumer("team-a"), rtWarn))
 		eventuallyNoReservations(t, k8s, namespaceConsumer("team-a"), rtWarn)
-		eventuallyBucket(t, k8s, namespaceConsumer("team-a"), rtWarn, figures{})
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtWarn, figures{})
 	})
 }
 
@@ -254,7 +270,7 @@ func installPolicy(ctx context.Context, t *testing.T, env *testenv.Env) {
 
 // startObserver runs a manager holding only the observer, with the real
 // ledger (grant mirror, kubestore) as cmd/quotakeeper-manager builds it.
-func startObserver(ctx context.Context, t *testing.T, env *testenv.Env) {
+func startObserver(ctx context.Context, t *testing.T, env *testenv.Env) *recordingWriter {
 	t.Helper()
 	builtins.Register()
 	scheme := runtime.NewScheme()
@@ -272,7 +288,8 @@ func startObserver(ctx context.Context, t *testing.T, env *testenv.Env) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := observer.New(mgr, observer.Options{Writer: l, WriterSynced: m.HasSynced, WriteInterval: 50 * time.Millisecond})
+	w := &recordingWriter{Writer: l, last: map[ledger.BucketKey]ledger.Observation{}}
+	o, err := observer.New(mgr, observer.Options{Writer: w, WriterSynced: m.HasSynced, WriteInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +305,37 @@ func startObserver(ctx context.Context, t *testing.T, env *testenv.Env) {
 			t.Errorf("manager: %v", err)
 		}
 	})
+	return w
+}
+
+// recordingWriter is the real ledger, remembering the last observation
+// written to each bucket, so the test can tell what the observer computed
+// from what the ledger stored.
+type recordingWriter struct {
+	observer.Writer
+	mu   sync.Mutex
+	last map[ledger.BucketKey]ledger.Observation
+}
+
+func (w *recordingWriter) Observe(ctx context.Context, key ledger.BucketKey, obs ledger.Observation) (ledger.Bucket, error) {
+	b, err := w.Writer.Observe(ctx, key, obs)
+	if err == nil {
+		w.mu.Lock()
+		w.last[key] = obs
+		w.mu.Unlock()
+	}
+	return b, err
+}
+
+func (w *recordingWriter) figures(key ledger.BucketKey) figures {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	obs := w.last[key]
+	f := figures{Allocated: obs.Allocated, Count: obs.Count}
+	for _, ns := range slices.Sorted(maps.Keys(obs.ByNamespace)) {
+		f.Namespaces = append(f.Namespaces, nsUsage{ns, obs.ByNamespace[ns]})
+	}
+	return f
 }
 
 // admissionLedger stands in for Gatekeeper's: a kubestore ledger with
@@ -349,7 +397,7 @@ func bucketStatus(k8s client.Client, c ledger.Consumer, resourceType string) (ma
 	return status, true, nil
 }
 
-func eventuallyBucket(t *testing.T, k8s client.Client, c ledger.Consumer, resourceType string, want figures) {
+func eventuallyStatus(t *testing.T, k8s client.Client, c ledger.Consumer, resourceType string, want figures) {
 	t.Helper()
 	testenv.Eventually(t, wait, fmt.Sprintf("bucket %s/%s %s", c.Kind, c.Name, resourceType), func() error {
 		status, ok, err := bucketStatus(k8s, c, resourceType)

@@ -15,6 +15,9 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	if err != nil {
 		return nil, err
 	}
+	if r := recorderFrom(bctx); r != nil {
+		return toTerm(r.record(claim))
+	}
 	l, err := currentLedger()
 	if err != nil {
 		return nil, err

@@ -16,6 +16,9 @@ func usage(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	if err != nil {
 		return nil, err
 	}
+	if recorderFrom(bctx) != nil {
+		return toTerm(observedUsage(key))
+	}
 	l, err := currentLedger()
 	if err != nil {
 		return nil, err

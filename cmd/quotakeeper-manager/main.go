@@ -23,8 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/controllers"
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/observer"
 	"github.com/quotakeeper/quotakeeper/webhooks"
 )
 
@@ -39,6 +42,15 @@ import (
 //
 // The observer, which this manager runs on the leader, reads every kind a
 // quota constraint matches: which kinds those are is only known at run time.
+// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list;watch
+
+// The observer's reads: the quota templates and their constraints, the
+// namespaces (their labels name consumers), and every kind a constraint
+// matches, which can be any kind; narrow the last to your constraints'
+// match.kinds if you prefer.
+// +kubebuilder:rbac:groups=templates.gatekeeper.sh,resources=constrainttemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=constraints.gatekeeper.sh,resources=*,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=*,resources=*,verbs=get;list;watch
 
 type flags struct {
@@ -57,6 +69,8 @@ type flags struct {
 	validatingConfiguration string
 	mutatingConfiguration   string
 	claimConcurrency        int
+	observerResync          time.Duration
+	observerWriteInterval   time.Duration
 }
 
 func parseFlags() flags {
@@ -77,6 +91,8 @@ func parseFlags() flags {
 	flag.StringVar(&f.validatingConfiguration, "validating-webhook-configuration", "quotakeeper-validating-webhook-configuration", "ValidatingWebhookConfiguration whose CA bundle the rotator keeps.")
 	flag.StringVar(&f.mutatingConfiguration, "mutating-webhook-configuration", "quotakeeper-mutating-webhook-configuration", "MutatingWebhookConfiguration whose CA bundle the rotator keeps.")
 	flag.IntVar(&f.claimConcurrency, "claim-concurrency", 4, "Claims decided at once.")
+	flag.DurationVar(&f.observerResync, "observer-resync", 5*time.Minute, "How often the observer evaluates every object again, correcting whatever an event missed.")
+	flag.DurationVar(&f.observerWriteInterval, "observer-write-interval", 250*time.Millisecond, "Least time between two writes of one bucket's observed usage.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -95,6 +111,9 @@ func main() {
 }
 
 func run(f flags) error {
+	// Before any Rego driver exists (the observer's): drivers copy OPA's
+	// builtin table when built.
+	builtins.Register()
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), quotav1alpha1.AddToScheme(scheme)); err != nil {
 		return err
@@ -121,6 +140,9 @@ func run(f flags) error {
 		SystemNamespace: f.systemNamespace, ReservationTTL: f.reservationTTL, ClaimConcurrency: f.claimConcurrency,
 	}); err != nil {
 		return err
+	}
+	if err := addObserver(mgr, f); err != nil {
+		return fmt.Errorf("observer: %w", err)
 	}
 
 	// The webhook server starts only once its certificate is on disk: it
@@ -174,4 +196,22 @@ func run(f flags) error {
 	}
 	ctrl.Log.Info("starting manager", "systemNamespace", f.systemNamespace)
 	return mgr.Start(ctx)
+}
+
+// addObserver adds the observer (leader only) with a ledger of its own: it
+// writes only once that ledger's grant mirror has synced, since every write
+// recomputes the bucket's limit.
+func addObserver(mgr ctrl.Manager, f flags) error {
+	l, m, err := grants.NewLedger(mgr, f.systemNamespace, ledger.WithReservationTTL(f.reservationTTL))
+	if err != nil {
+		return err
+	}
+	o, err := observer.New(mgr, observer.Options{
+		Writer: l, WriterSynced: m.HasSynced, SystemNamespace: f.systemNamespace,
+		Resync: f.observerResync, WriteInterval: f.observerWriteInterval,
+	})
+	if err != nil {
+		return err
+	}
+	return mgr.Add(o)
 }

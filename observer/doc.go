@@ -1,0 +1,22 @@
+// Package observer keeps every bucket's observed usage equal to the live
+// objects: a bucket's allocated is the sum, over the live objects a deny
+// quota constraint matches (and the Granted ResourceClaims), of what each
+// counts against that bucket.
+//
+// It evaluates each object with the constraints' own Rego — the templates
+// Gatekeeper runs, through the frameworks constraint client with
+// Gatekeeper's admission target — as a synthetic CREATE, with the quota
+// builtins in observe mode (builtins.WithRecorder): quota.reserve records
+// the claim and grants it, so what an object counts is exactly what its
+// admission would reserve. It keeps per object what it counts (Tally),
+// and writes each changed bucket through ledger.Observe at most once per
+// write interval, with the latest sums. In the same write it removes the
+// reservations it now counts (fold) and those that expired with no object
+// (expire): admission only reserves the in-flight window.
+//
+// It is separate from package controllers because it is not a reconciler
+// of one kind: it watches templates, constraints, every kind they match,
+// namespaces, claims and buckets, and its state is a whole-cluster tally
+// rebuilt from informers, not a per-object reconcile. Its pure part (Tally,
+// Amounts, PlanReservations, Expired) is tested without a cluster.
+package observer

@@ -1,0 +1,438 @@
+package observer_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	constraintclient "github.com/open-policy-agent/frameworks/constraint/pkg/client"
+	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
+	"github.com/open-policy-agent/gatekeeper/v3/apis"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/reader"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/target"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/util"
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/grants"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
+	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/observer"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
+)
+
+const (
+	sysNS       = quotav1alpha1.DefaultSystemNamespace
+	rtNamespace = "core/configmaps"
+	rtOrg       = "core/configmaps-by-organization"
+	rtWarn      = "core/configmaps-warned"
+	orgLabel    = "resourcemanager.miloapis.com/organization"
+	wait        = 20 * time.Second
+)
+
+func namespaceConsumer(name string) ledger.Consumer {
+	return ledger.Consumer{Kind: "Namespace", Name: name}
+}
+func org(name string) ledger.Consumer {
+	return ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: name}
+}
+
+// TestObserverCountsTheLiveObjects runs the observer against a real
+// apiserver with the shipped quotaentity template (no Gatekeeper: the
+// constraint CRD is made as Gatekeeper makes it) and checks, in order, the
+// behaviours of issue 10 the observer owns. Steps build on each other.
+//
+// The figures (allocated, claimCount, namespaces) are the ledger's Observe
+// (part A); the reservation steps hold with any Observe that removes the
+// listed reservations.
+func TestObserverCountsTheLiveObjects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane; skipped in -short mode")
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	k8s := env.Client
+
+	mustCreate := func(obj client.Object) {
+		t.Helper()
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+	mustCreate(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sysNS}})
+	mustCreate(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{orgLabel: "acme"}}})
+	mustCreate(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{orgLabel: "acme"}}})
+	configMap := func(ns, name string) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		mustCreate(cm)
+		return cm
+	}
+	// Objects that predate the constraints.
+	cm1 := configMap("team-a", "cm-1")
+	cm2 := configMap("team-a", "cm-2")
+	configMap("team-b", "cm-3")
+
+	installPolicy(ctx, t, env)
+
+	w := startObserver(ctx, t, env)
+	// eventuallyBucket checks what the observer wrote, then what the
+	// bucket's status shows.
+	eventuallyBucket := func(t *testing.T, c ledger.Consumer, resourceType string, want figures) {
+		t.Helper()
+		key := ledger.NewBucketKey(c, resourceType, nil)
+		testenv.Eventually(t, wait, fmt.Sprintf("observation of %s/%s %s", c.Kind, c.Name, resourceType), func() error {
+			if diff := cmp.Diff(want, w.figures(key)); diff != "" {
+				return fmt.Errorf("(-want +got):\n%s", diff)
+			}
+			return nil
+		})
+		eventuallyStatus(t, k8s, c, resourceType, want)
+	}
+
+	t.Run("objects created before the constraint are counted", func(t *testing.T) {
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 2}}})
+		eventuallyBucket(t, namespaceConsumer("team-b"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
+		eventuallyBucket(t, org("acme"), rtOrg, figures{Allocated: 3, Count: 3, Namespaces: []nsUsage{{"team-a", 2}, {"team-b", 1}}})
+	})
+
+	t.Run("deletes return quota", func(t *testing.T) {
+		if err := k8s.Delete(ctx, cm2); err != nil {
+			t.Fatal(err)
+		}
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-a", 1}}})
+		eventuallyBucket(t, org("acme"), rtOrg, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 1}, {"team-b", 1}}})
+	})
+
+	t.Run("relabelling a namespace moves its usage", func(t *testing.T) {
+		ns := &corev1.Namespace{}
+		if err := k8s.Get(ctx, types.NamespacedName{Name: "team-b"}, ns); err != nil {
+			t.Fatal(err)
+		}
+		ns.Labels[orgLabel] = "globex"
+		if err := k8s.Update(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+		eventuallyBucket(t, org("acme"), rtOrg, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-a", 1}}})
+		eventuallyBucket(t, org("globex"), rtOrg, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
+	})
+
+	long := admissionLedger(k8s, time.Hour)
+	short := admissionLedger(k8s, 2*time.Second)
+
+	t.Run("a reservation for an object that appears is folded", func(t *testing.T) {
+		cm4 := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "cm-4"}}
+		mustCreate(cm4)
+		// What admission reserved for it; the hour-long TTL rules out expiry.
+		reserve(ctx, t, long, claimFor(cm4, namespaceConsumer("team-a"), rtNamespace))
+		eventuallyNoReservations(t, k8s, namespaceConsumer("team-a"), rtNamespace)
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 2}}})
+	})
+
+	t.Run("a reservation for an object that never appears expires", func(t *testing.T) {
+		ghost := ledger.Claim{ID: "4f1c6a0e-ghost", Object: ledger.ObjectRef{Kind: "ConfigMap", Namespace: "team-b", Name: "ghost", UID: "4f1c6a0e-ghost"},
+			Requests: []ledger.Request{{Consumer: namespaceConsumer("team-b"), ResourceType: rtNamespace, Amount: 1}}}
+		reserve(ctx, t, short, ghost)
+		eventuallyNoReservations(t, k8s, namespaceConsumer("team-b"), rtNamespace)
+		eventuallyBucket(t, namespaceConsumer("team-b"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
+	})
+
+	t.Run("a warn constraint holds nothing", func(t *testing.T) {
+		// Admission reserved under the warn constraint (Rego never sees the
+		// enforcement action); once expired, nothing holds it, although
+		// the object exists.
+		reserve(ctx, t, short, claimFor(cm1, namespaceConsumer("team-a"), rtWarn))
+		eventuallyNoReservations(t, k8s, namespaceConsumer("team-a"), rtWarn)
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtWarn, figures{})
+	})
+}
+
+func logLevel() zapcore.Level {
+	if os.Getenv("QUOTAKEEPER_TEST_LOG") != "" {
+		return zapcore.DebugLevel
+	}
+	return zapcore.ErrorLevel
+}
+
+// installPolicy installs Gatekeeper's ConstraintTemplate CRD, the shipped
+// quotaentity template, its constraint CRD (as Gatekeeper builds it) and
+// three constraints on ConfigMaps in team-a and team-b: per namespace, per
+// organization (a namespace label), and one with enforcementAction warn.
+func installPolicy(ctx context.Context, t *testing.T, env *testenv.Env) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-mod=mod", "-m", "-f", "{{.Dir}}", "github.com/open-policy-agent/gatekeeper/v3").Output()
+	if err != nil {
+		t.Fatalf("gatekeeper module dir: %v", err)
+	}
+	gkCRD := filepath.Join(strings.TrimSpace(string(out)), "charts", "gatekeeper", "crds", "constrainttemplate-customresourcedefinition.yaml")
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{gkCRD}, ErrorIfPathMissing: true}); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := localcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "templates", "quotaentity", "template.yaml"))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("read template: %v (%d objects)", err, len(objs))
+	}
+	tmplObj := objs[0]
+
+	// The constraint CRD, as Gatekeeper's template controller makes it.
+	scheme := runtime.NewScheme()
+	if err := apis.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := reader.ToTemplate(scheme, tmplObj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	driver, err := rego.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := constraintclient.NewClient(constraintclient.Targets(&target.K8sValidationTarget{}), constraintclient.Driver(driver),
+		constraintclient.EnforcementPoints(util.WebhookEnforcementPoint))
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal, err := cc.CreateCRD(ctx, tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := apiextensionsv1.Convert_apiextensions_CustomResourceDefinition_To_v1_CustomResourceDefinition(internal, crd, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, tmplObj); err != nil {
+		t.Fatal(err)
+	}
+	constraint := func(name, action, resourceType string, consumers ...map[string]any) {
+		spec := map[string]any{
+			"match": map[string]any{
+				"kinds":      []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}},
+				"namespaces": []any{"team-a", "team-b"},
+			},
+			"parameters": map[string]any{"resourceType": resourceType},
+		}
+		if action != "" {
+			spec["enforcementAction"] = action
+		}
+		if len(consumers) > 0 {
+			cs := make([]any, len(consumers))
+			for i, c := range consumers {
+				cs[i] = c
+			}
+			spec["parameters"].(map[string]any)["consumers"] = cs
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "constraints.gatekeeper.sh/v1beta1",
+			"kind":       tmpl.Spec.CRD.Spec.Names.Kind,
+			"metadata":   map[string]any{"name": name},
+			"spec":       spec,
+		}}
+		if err := env.Client.Create(ctx, u); err != nil {
+			t.Fatalf("constraint %s: %v", name, err)
+		}
+	}
+	constraint("per-namespace", "", rtNamespace)
+	constraint("per-organization", "deny", rtOrg, map[string]any{"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization"})
+	constraint("warned", "warn", rtWarn)
+}
+
+// startObserver runs a manager holding only the observer, with the real
+// ledger (grant mirror, kubestore) as cmd/quotakeeper-manager builds it.
+func startObserver(ctx context.Context, t *testing.T, env *testenv.Env) *recordingWriter {
+	t.Helper()
+	builtins.Register()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := quotav1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, m, err := grants.NewLedger(mgr, sysNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &recordingWriter{Writer: l, last: map[ledger.BucketKey]ledger.Observation{}}
+	o, err := observer.New(mgr, observer.Options{Writer: w, WriterSynced: m.HasSynced, WriteInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.Add(o); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	mctx, cancel := context.WithCancel(ctx)
+	go func() { done <- mgr.Start(mctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return w
+}
+
+// recordingWriter is the real ledger, remembering the last observation
+// written to each bucket, so the test can tell what the observer computed
+// from what the ledger stored.
+type recordingWriter struct {
+	observer.Writer
+	mu   sync.Mutex
+	last map[ledger.BucketKey]ledger.Observation
+}
+
+func (w *recordingWriter) Observe(ctx context.Context, key ledger.BucketKey, obs ledger.Observation) (ledger.Bucket, error) {
+	b, err := w.Writer.Observe(ctx, key, obs)
+	if err == nil {
+		w.mu.Lock()
+		w.last[key] = obs
+		w.mu.Unlock()
+	}
+	return b, err
+}
+
+func (w *recordingWriter) figures(key ledger.BucketKey) figures {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	obs := w.last[key]
+	f := figures{Allocated: obs.Allocated, Count: obs.Count}
+	for _, ns := range slices.Sorted(maps.Keys(obs.ByNamespace)) {
+		f.Namespaces = append(f.Namespaces, nsUsage{ns, obs.ByNamespace[ns]})
+	}
+	return f
+}
+
+// admissionLedger stands in for Gatekeeper's: a kubestore ledger with
+// enough quota for every bucket, reserving with the given TTL.
+func admissionLedger(c client.Client, ttl time.Duration) *ledger.Ledger {
+	set := ledger.NewGrantSet()
+	for _, g := range []ledger.Grant{
+		{ID: "a", Consumer: namespaceConsumer("team-a"), ResourceType: rtNamespace, Amount: 100},
+		{ID: "b", Consumer: namespaceConsumer("team-b"), ResourceType: rtNamespace, Amount: 100},
+		{ID: "w", Consumer: namespaceConsumer("team-a"), ResourceType: rtWarn, Amount: 100},
+	} {
+		if err := set.Set(g); err != nil {
+			panic(err)
+		}
+	}
+	return ledger.New(kubestore.New(c, kubestore.Options{SystemNamespace: sysNS}), set, ledger.WithReservationTTL(ttl))
+}
+
+func claimFor(cm *corev1.ConfigMap, c ledger.Consumer, resourceType string) ledger.Claim {
+	uid := string(cm.UID)
+	return ledger.Claim{ID: uid, Object: ledger.ObjectRef{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name, UID: uid},
+		Requests: []ledger.Request{{Consumer: c, ResourceType: resourceType, Amount: 1}}}
+}
+
+func reserve(ctx context.Context, t *testing.T, l *ledger.Ledger, claim ledger.Claim) {
+	t.Helper()
+	d, err := l.Reserve(ctx, claim)
+	if err != nil || !d.Granted {
+		t.Fatalf("reserve %s: %v %s", claim.ID, err, d.Message())
+	}
+}
+
+type nsUsage struct {
+	Namespace string
+	Allocated int64
+}
+
+// figures are what the observer writes into a bucket's status.
+type figures struct {
+	Allocated  int64
+	Count      int64
+	Namespaces []nsUsage
+}
+
+// bucketStatus reads a bucket as unstructured, so the test reads the API
+// as served, field names included.
+func bucketStatus(k8s client.Client, c ledger.Consumer, resourceType string) (map[string]any, bool, error) {
+	key := ledger.NewBucketKey(c, resourceType, nil)
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(testenv.GVK("AllowanceBucket"))
+	nn := types.NamespacedName{Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(c), sysNS), Name: key.Name()}
+	if err := k8s.Get(context.Background(), nn, u); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	status, _, _ := unstructured.NestedMap(u.Object, "status")
+	return status, true, nil
+}
+
+func eventuallyStatus(t *testing.T, k8s client.Client, c ledger.Consumer, resourceType string, want figures) {
+	t.Helper()
+	testenv.Eventually(t, wait, fmt.Sprintf("bucket %s/%s %s", c.Kind, c.Name, resourceType), func() error {
+		status, ok, err := bucketStatus(k8s, c, resourceType)
+		if err != nil {
+			return err
+		}
+		got := figures{}
+		if ok {
+			got.Allocated, _, _ = unstructured.NestedInt64(status, "allocated")
+			got.Count, _, _ = unstructured.NestedInt64(status, "claimCount")
+			entries, _, _ := unstructured.NestedSlice(status, "namespaces")
+			for _, e := range entries {
+				em, _ := e.(map[string]any)
+				ns, _, _ := unstructured.NestedString(em, "namespace")
+				n, _, _ := unstructured.NestedInt64(em, "allocated")
+				got.Namespaces = append(got.Namespaces, nsUsage{ns, n})
+			}
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			return fmt.Errorf("(-want +got):\n%s", diff)
+		}
+		return nil
+	})
+}
+
+func eventuallyNoReservations(t *testing.T, k8s client.Client, c ledger.Consumer, resourceType string) {
+	t.Helper()
+	testenv.Eventually(t, wait, fmt.Sprintf("reservations of %s/%s %s gone", c.Kind, c.Name, resourceType), func() error {
+		status, _, err := bucketStatus(k8s, c, resourceType)
+		if err != nil {
+			return err
+		}
+		if rs, _, _ := unstructured.NestedSlice(status, "reservations"); len(rs) > 0 {
+			return fmt.Errorf("reservations: %v", rs)
+		}
+		return nil
+	})
+}

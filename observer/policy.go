@@ -1,0 +1,280 @@
+package observer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	constraintclient "github.com/open-policy-agent/frameworks/constraint/pkg/client"
+	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
+	"github.com/open-policy-agent/frameworks/constraint/pkg/client/reviews"
+	"github.com/open-policy-agent/frameworks/constraint/pkg/core/templates"
+	"github.com/open-policy-agent/gatekeeper/v3/apis"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/reader"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/target"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/util"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+// Gatekeeper's kinds the observer reads.
+var (
+	templateGVK = schema.GroupVersionKind{Group: "templates.gatekeeper.sh", Version: "v1", Kind: "ConstraintTemplate"}
+	// ConstraintGroupVersion is where Gatekeeper serves every template's
+	// constraint kind.
+	constraintGroupVersion = schema.GroupVersion{Group: "constraints.gatekeeper.sh", Version: "v1beta1"}
+)
+
+// quotaLibPackage marks a quota template: its target libs contain
+// quotakeeper's Rego library (rego/lib/quota.rego).
+const quotaLibPackage = "package lib.quota"
+
+// policy is the frameworks constraint client loaded with the quota
+// templates and their deny constraints, as Gatekeeper's webhook holds them.
+// Safe for concurrent use.
+type policy struct {
+	client *constraintclient.Client
+	scheme *runtime.Scheme
+
+	mu          sync.Mutex
+	templates   map[string]*templates.ConstraintTemplate // loaded, by template name
+	constraints map[schema.GroupKind]map[string]*unstructured.Unstructured
+}
+
+func newPolicy() (*policy, error) {
+	// Before the driver: it copies OPA's builtin table when built.
+	builtins.Register()
+	scheme := runtime.NewScheme()
+	if err := apis.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	driver, err := rego.New(rego.Externs("inventory"))
+	if err != nil {
+		return nil, err
+	}
+	c, err := constraintclient.NewClient(
+		constraintclient.Targets(&target.K8sValidationTarget{}),
+		constraintclient.Driver(driver),
+		constraintclient.EnforcementPoints(util.WebhookEnforcementPoint),
+	)
+	if err != nil {
+		return nil, err
+	}
+	return &policy{client: c, scheme: scheme, templates: map[string]*templates.ConstraintTemplate{},
+		constraints: map[schema.GroupKind]map[string]*unstructured.Unstructured{}}, nil
+}
+
+// isQuotaTemplate reports whether a ConstraintTemplate (unstructured) builds
+// on lib.quota: a target's libs, or a Rego code entry's source libs, hold it.
+func isQuotaTemplate(u *unstructured.Unstructured) bool {
+	targets, _, _ := unstructured.NestedSlice(u.Object, "spec", "targets")
+	for _, t := range targets {
+		tm, ok := t.(map[string]any)
+		if !ok {
+			continue
+		}
+		libs, _, _ := unstructured.NestedStringSlice(tm, "libs")
+		code, _, _ := unstructured.NestedSlice(tm, "code")
+		for _, c := range code {
+			if cm, ok := c.(map[string]any); ok {
+				more, _, _ := unstructured.NestedStringSlice(cm, "source", "libs")
+				libs = append(libs, more...)
+			}
+		}
+		if slices.ContainsFunc(libs, func(lib string) bool { return strings.Contains(lib, quotaLibPackage) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// setTemplate loads (or replaces) a quota template and returns its
+// constraint kind.
+func (p *policy) setTemplate(ctx context.Context, u *unstructured.Unstructured) (string, error) {
+	tmpl, err := reader.ToTemplate(p.scheme, u)
+	if err != nil {
+		return "", err
+	}
+	if _, err := p.client.AddTemplate(ctx, tmpl); err != nil {
+		return "", err
+	}
+	p.mu.Lock()
+	p.templates[tmpl.Name] = tmpl
+	p.mu.Unlock()
+	return tmpl.Spec.CRD.Spec.Names.Kind, nil
+}
+
+// removeTemplate unloads a template and its constraints; it reports whether
+// one was loaded.
+func (p *policy) removeTemplate(ctx context.Context, name string) (bool, error) {
+	p.mu.Lock()
+	tmpl, ok := p.templates[name]
+	p.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	if _, err := p.client.RemoveTemplate(ctx, tmpl); err != nil {
+		return true, err
+	}
+	p.mu.Lock()
+	delete(p.templates, name)
+	delete(p.constraints, constraintGroupVersion.WithKind(tmpl.Spec.CRD.Spec.Names.Kind).GroupKind())
+	p.mu.Unlock()
+	return true, nil
+}
+
+// templateOf returns the name of the loaded template whose constraint kind
+// is kind, or "".
+func (p *policy) templateOf(kind string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, t := range p.templates {
+		if t.Spec.CRD.Spec.Names.Kind == kind {
+			return name
+		}
+	}
+	return ""
+}
+
+// denies reports whether a constraint denies at admission: only such
+// constraints count (warn and dryrun hold nothing once the object exists).
+func denies(u *unstructured.Unstructured) bool {
+	action, err := util.GetEnforcementAction(u.Object)
+	if err != nil {
+		return false
+	}
+	switch action {
+	case util.Deny:
+		return true
+	case util.Scoped:
+		actions, err := util.ScopedActionForEP(util.WebhookEnforcementPoint, u)
+		return err == nil && slices.Contains(actions, string(util.Deny))
+	}
+	return false
+}
+
+// setConstraint loads a deny constraint, or unloads it when it is gone
+// (u nil) or does not deny. It reports whether the loaded set changed.
+func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name string, u *unstructured.Unstructured) (bool, error) {
+	p.mu.Lock()
+	old := p.constraints[gk][name]
+	p.mu.Unlock()
+	if u == nil || !denies(u) {
+		if old == nil {
+			return false, nil
+		}
+		if _, err := p.client.RemoveConstraint(ctx, old); err != nil {
+			return false, err
+		}
+		p.mu.Lock()
+		delete(p.constraints[gk], name)
+		p.mu.Unlock()
+		return true, nil
+	}
+	if old != nil && old.GetGeneration() == u.GetGeneration() && old.GetResourceVersion() == u.GetResourceVersion() {
+		return false, nil
+	}
+	if _, err := p.client.AddConstraint(ctx, u); err != nil {
+		return false, err
+	}
+	p.mu.Lock()
+	if p.constraints[gk] == nil {
+		p.constraints[gk] = map[string]*unstructured.Unstructured{}
+	}
+	p.constraints[gk][name] = u.DeepCopy()
+	p.mu.Unlock()
+	return true, nil
+}
+
+// matchKinds returns the group/kinds the loaded constraints match, and the
+// constraints that match every kind (no match.kinds, or "*"), which the
+// observer cannot watch.
+func (p *policy) matchKinds() (kinds []schema.GroupKind, unwatchable []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := map[schema.GroupKind]bool{}
+	for gk, byName := range p.constraints {
+		for name, c := range byName {
+			entries, _, _ := unstructured.NestedSlice(c.Object, "spec", "match", "kinds")
+			if len(entries) == 0 {
+				unwatchable = append(unwatchable, gk.Kind+"/"+name)
+			}
+			for _, e := range entries {
+				em, _ := e.(map[string]any)
+				groups, _, _ := unstructured.NestedStringSlice(em, "apiGroups")
+				ks, _, _ := unstructured.NestedStringSlice(em, "kinds")
+				if slices.Contains(groups, "*") || slices.Contains(ks, "*") || len(groups) == 0 || len(ks) == 0 {
+					unwatchable = append(unwatchable, gk.Kind+"/"+name)
+					continue
+				}
+				for _, g := range groups {
+					for _, k := range ks {
+						seen[schema.GroupKind{Group: g, Kind: k}] = true
+					}
+				}
+			}
+		}
+	}
+	for gk := range seen {
+		kinds = append(kinds, gk)
+	}
+	slices.SortFunc(kinds, func(a, b schema.GroupKind) int { return strings.Compare(a.String(), b.String()) })
+	slices.Sort(unwatchable)
+	return kinds, slices.Compact(unwatchable)
+}
+
+// evaluate reviews obj as a CREATE of it, with the builtins in observe
+// mode, and returns the claims the constraints asked to reserve and the
+// messages of any violations (an object a constraint cannot count: it
+// counts nothing for that constraint).
+func (p *policy) evaluate(ctx context.Context, obj *unstructured.Unstructured, mapping *meta.RESTMapping, ns *corev1.Namespace) ([]ledger.Claim, []string, error) {
+	raw, err := json.Marshal(obj.Object)
+	if err != nil {
+		return nil, nil, err
+	}
+	gvk, gvr := mapping.GroupVersionKind, mapping.Resource
+	req := &admissionv1.AdmissionRequest{
+		// Non-empty, so the library takes its reserve path.
+		UID:       k8stypes.UID("observe-" + string(obj.GetUID())),
+		Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+		Resource:  metav1.GroupVersionResource{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource},
+		Operation: admissionv1.Create,
+		Name:      obj.GetName(),
+		Namespace: obj.GetNamespace(),
+		Object:    runtime.RawExtension{Raw: raw},
+	}
+	opts := []reviews.ReviewOpt{reviews.EnforcementPoint(util.WebhookEnforcementPoint)}
+	if ns != nil {
+		nsMap, err := runtime.DefaultUnstructuredConverter.ToUnstructured(ns)
+		if err != nil {
+			return nil, nil, err
+		}
+		// As Gatekeeper's webhook attaches it; the Go object carries no TypeMeta.
+		nsMap["apiVersion"], nsMap["kind"] = "v1", "Namespace"
+		opts = append(opts, reviews.Namespace(nsMap))
+	}
+	rec := &builtins.Recorder{}
+	resp, err := p.client.Review(builtins.WithRecorder(ctx, rec),
+		target.AugmentedReview{AdmissionRequest: req, Namespace: ns, IsAdmission: true}, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("review %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	var msgs []string
+	for _, r := range resp.Results() {
+		msgs = append(msgs, r.Msg)
+	}
+	slices.Sort(msgs)
+	return rec.Claims, msgs, nil
+}

@@ -55,7 +55,7 @@
 // # Claim ids and idempotency
 //
 // Every reservation in a bucket is keyed by the claim's ID (the object's uid
-// for a CREATE, "<uid>/<generation>" for the growth of an UPDATE, the
+// for a CREATE, "<uid>/<generation>/<growth>" for the growth of an UPDATE, the
 // ResourceClaim's uid for a controller-decided claim). A bucket that already
 // holds a reservation under the ID counts as taken, and nothing is added:
 // replaying a granted claim returns a granted decision and changes nothing,

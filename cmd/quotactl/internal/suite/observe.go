@@ -148,7 +148,7 @@ func (r *Runner) measure(ctx context.Context, s *Suite, t *Test, c *Case, st Ste
 }
 
 // write gives the bucket the sums over the case's objects, folding the
-// reservations of the objects it counts: `<uid>`, and `<uid>/<g>` once the
+// reservations of the objects it counts: `<uid>`, and `<uid>/<g>/<growth>` once the
 // object counts at generation g or later.
 func (cl *cluster) write(ctx context.Context, key ledger.BucketKey) error {
 	obs := ledger.Observation{ByNamespace: map[string]int64{}}

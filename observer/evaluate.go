@@ -1,0 +1,252 @@
+package observer
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
+// Evaluation: the queue of templates, constraints, objects and claims, and
+// what each event changes in the tally.
+
+// initialLoad loads every quota template and deny constraint and evaluates
+// every object and claim, synchronously, before the first write. The
+// informers' handlers queue the same items again; evaluating twice is
+// harmless.
+func (o *Observer) initialLoad(ctx context.Context) error {
+	templates := &unstructured.UnstructuredList{}
+	templates.SetGroupVersionKind(templateGVK.GroupVersion().WithKind(templateGVK.Kind + "List"))
+	if err := o.cache.List(ctx, templates); err != nil {
+		return err
+	}
+	for _, t := range templates.Items {
+		if err := o.process(ctx, item{kind: itemTemplate, name: t.GetName()}); err != nil {
+			o.log.Error(err, "loading template", "template", t.GetName())
+		}
+	}
+	for _, it := range o.constraintItems(ctx) {
+		if err := o.process(ctx, it); err != nil {
+			o.log.Error(err, "loading constraint", "kind", it.gvk.Kind, "name", it.name)
+		}
+	}
+	for _, it := range o.objectItems(ctx) {
+		if err := o.process(ctx, it); err != nil {
+			o.log.Error(err, "evaluating", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
+		}
+	}
+	return nil
+}
+
+// nextEvent processes one evaluation item; false once the queue is shut down.
+func (o *Observer) nextEvent(ctx context.Context) bool {
+	it, shutdown := o.events.Get()
+	if shutdown {
+		return false
+	}
+	defer o.events.Done(it)
+	if err := o.process(ctx, it); err != nil {
+		o.log.Error(err, "observing", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
+		o.events.AddRateLimited(it)
+		return true
+	}
+	o.events.Forget(it)
+	return true
+}
+
+func (o *Observer) process(ctx context.Context, it item) error {
+	switch it.kind {
+	case itemTemplate:
+		return o.processTemplate(ctx, it.name)
+	case itemConstraint:
+		return o.processConstraint(ctx, it)
+	case itemObject:
+		return o.processObject(ctx, it)
+	case itemClaim:
+		return o.processClaim(ctx, it)
+	case itemNamespace:
+		for _, obj := range o.objectItems(ctx) {
+			if obj.namespace == it.name {
+				o.events.Add(obj)
+			}
+		}
+	case itemResync:
+		o.resync(ctx)
+	}
+	return nil
+}
+
+// processTemplate loads a quota template (or unloads a removed one) and
+// watches its constraint kind.
+func (o *Observer) processTemplate(ctx context.Context, name string) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(templateGVK)
+	err := o.cache.Get(ctx, types.NamespacedName{Name: name}, u)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if apierrors.IsNotFound(err) || !isQuotaTemplate(u) || u.GetDeletionTimestamp() != nil {
+		removed, err := o.policy.removeTemplate(ctx, name)
+		if removed && err == nil {
+			o.events.Add(item{kind: itemResync})
+		}
+		return err
+	}
+	kind, err := o.policy.setTemplate(ctx, u)
+	if err != nil {
+		return fmt.Errorf("template %s: %w", name, err)
+	}
+	gvk := constraintGroupVersion.WithKind(kind)
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(gvk)
+	if o.markInformed(gvk) {
+		// Gatekeeper creates the constraint CRD after compiling the
+		// template: until then the kind is unknown, and we try again.
+		if err := o.inform(ctx, obj, func(c client.Object) {
+			o.events.Add(item{kind: itemConstraint, gvk: gvk, name: c.GetName()})
+		}, nil); err != nil {
+			o.unmarkInformed(gvk)
+			return fmt.Errorf("watch %s constraints: %w", kind, err)
+		}
+	}
+	if o.ready.Load() {
+		// Constraints loaded before the template changed are reloaded.
+		o.events.Add(item{kind: itemResync})
+	}
+	return nil
+}
+
+// processConstraint loads a deny constraint (or unloads it) and watches
+// the kinds the loaded constraints match; a change re-evaluates everything.
+func (o *Observer) processConstraint(ctx context.Context, it item) error {
+	if o.policy.templateOf(it.gvk.Kind) == "" {
+		return nil // its template is not (yet) a loaded quota template
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(it.gvk)
+	err := o.cache.Get(ctx, types.NamespacedName{Name: it.name}, u)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if apierrors.IsNotFound(err) {
+		u = nil
+	}
+	changed, err := o.policy.setConstraint(ctx, it.gvk.GroupKind(), it.name, u)
+	if err != nil {
+		return fmt.Errorf("constraint %s %s: %w", it.gvk.Kind, it.name, err)
+	}
+	if err := o.watchMatchedKinds(ctx); err != nil {
+		return err
+	}
+	if changed && o.ready.Load() {
+		o.events.Add(item{kind: itemResync})
+	}
+	return nil
+}
+
+// processObject evaluates one object and records what it counts.
+func (o *Observer) processObject(ctx context.Context, it item) error {
+	o.mu.Lock()
+	mapping := o.watched[it.gvk.GroupKind()]
+	o.mu.Unlock()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(it.gvk)
+	err := o.cache.Get(ctx, types.NamespacedName{Namespace: it.namespace, Name: it.name}, u)
+	if apierrors.IsNotFound(err) || mapping == nil {
+		o.forget(it)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var ns *corev1.Namespace
+	if it.namespace != "" {
+		ns = &corev1.Namespace{}
+		if err := o.cache.Get(ctx, types.NamespacedName{Name: it.namespace}, ns); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			ns = nil
+		}
+	}
+	claims, violations, err := o.policy.evaluate(ctx, u, mapping, ns)
+	if err != nil {
+		return err
+	}
+	if len(violations) > 0 {
+		o.log.V(1).Info("constraints cannot count an object", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name, "violations", violations)
+	}
+	amounts, err := Amounts(claims)
+	if err != nil {
+		return fmt.Errorf("%s %s/%s: %w", it.gvk.Kind, it.namespace, it.name, err)
+	}
+	o.record(it, Object{UID: string(u.GetUID()), Generation: u.GetGeneration(), Namespace: it.namespace, Amounts: amounts})
+	return nil
+}
+
+// processClaim counts a Granted ResourceClaim's requests, natively: no
+// Rego, its requests are its amounts.
+func (o *Observer) processClaim(ctx context.Context, it item) error {
+	c := &quotav1alpha1.ResourceClaim{}
+	err := o.cache.Get(ctx, types.NamespacedName{Namespace: it.namespace, Name: it.name}, c)
+	if apierrors.IsNotFound(err) {
+		o.forget(it)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	o.record(it, Object{UID: string(c.UID), Generation: c.Generation, Namespace: c.Namespace, Amounts: ClaimAmounts(c)})
+	return nil
+}
+
+// ClaimAmounts is what a ResourceClaim counts: its requests when it is
+// Granted (for its current generation), else nothing.
+func ClaimAmounts(c *quotav1alpha1.ResourceClaim) map[ledger.BucketKey]int64 {
+	if !quotav1alpha1.IsTrue(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation) {
+		return nil
+	}
+	consumer := ledgerconv.Consumer(c.Spec.ConsumerRef)
+	claim := ledger.Claim{ID: string(c.UID)}
+	for _, r := range c.Spec.Requests {
+		claim.Requests = append(claim.Requests, ledger.Request{Consumer: consumer, ResourceType: r.ResourceType, Amount: r.Amount, Dimensions: r.Dimensions})
+	}
+	amounts, err := Amounts([]ledger.Claim{claim})
+	if err != nil {
+		return nil // the ledger refused such a claim: it holds nothing
+	}
+	return amounts
+}
+
+func (o *Observer) record(it item, obj Object) {
+	o.mu.Lock()
+	changed := o.tally.Set(it.ref(), obj)
+	o.known[it.ref()] = it
+	o.mu.Unlock()
+	o.dirty(changed)
+}
+
+func (o *Observer) forget(it item) {
+	o.mu.Lock()
+	changed := o.tally.Remove(it.ref())
+	delete(o.known, it.ref())
+	o.mu.Unlock()
+	o.dirty(changed)
+}
+
+func (o *Observer) dirty(keys []ledger.BucketKey) {
+	if !o.ready.Load() {
+		return // the first writes wait for the initial load
+	}
+	for _, k := range keys {
+		o.writes.Add(k)
+	}
+}

@@ -1,0 +1,176 @@
+package observer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// Informers: the fixed ones (templates, namespaces, claims, buckets) and one
+// per kind the loaded constraints match.
+
+// watchFixed adds the handlers on the informers every observer needs. Each
+// GetInformer waits for its informer to sync.
+func (o *Observer) watchFixed(ctx context.Context) error {
+	tmpl := &unstructured.Unstructured{}
+	tmpl.SetGroupVersionKind(templateGVK)
+	// Gatekeeper may be installed after the manager: wait for its CRD.
+	for {
+		err := o.inform(ctx, tmpl, func(obj client.Object) {
+			o.events.Add(item{kind: itemTemplate, name: obj.GetName()})
+		}, nil)
+		if err == nil {
+			break
+		}
+		o.log.Info("cannot watch ConstraintTemplates yet (is Gatekeeper installed?)", "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(10 * time.Second):
+		}
+	}
+	if err := o.inform(ctx, &corev1.Namespace{}, func(obj client.Object) {
+		o.events.Add(item{kind: itemNamespace, name: obj.GetName()})
+	}, labelsChanged); err != nil {
+		return err
+	}
+	if err := o.inform(ctx, &quotav1alpha1.ResourceClaim{}, func(obj client.Object) {
+		o.events.Add(item{kind: itemClaim, gvk: claimGVK, namespace: obj.GetNamespace(), name: obj.GetName()})
+	}, nil); err != nil {
+		return err
+	}
+	// A new reservation is something to fold or, later, expire.
+	return o.inform(ctx, &quotav1alpha1.AllowanceBucket{}, func(obj client.Object) {
+		if b, ok := obj.(*quotav1alpha1.AllowanceBucket); ok && len(b.Status.Reservations) > 0 && o.ready.Load() {
+			o.writes.Add(ledgerconv.KeyOf(b))
+		}
+	}, nil)
+}
+
+// labelsChanged: a namespace's labels name its consumers.
+func labelsChanged(oldObj, newObj client.Object) bool {
+	return !equalLabels(oldObj.GetLabels(), newObj.GetLabels())
+}
+
+func equalLabels(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// inform adds a handler calling fn on every add, delete and update (those
+// that pass changed, when given) of obj's kind.
+func (o *Observer) inform(ctx context.Context, obj client.Object, fn func(client.Object), changed func(oldObj, newObj client.Object) bool) error {
+	inf, err := o.cache.GetInformer(ctx, obj)
+	if err != nil {
+		return err
+	}
+	unwrap := func(x any) client.Object {
+		if d, ok := x.(toolscache.DeletedFinalStateUnknown); ok {
+			x = d.Obj
+		}
+		c, _ := x.(client.Object)
+		return c
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(x any) {
+			if c := unwrap(x); c != nil {
+				fn(c)
+			}
+		},
+		UpdateFunc: func(oldX, newX any) {
+			oldObj, newObj := unwrap(oldX), unwrap(newX)
+			if newObj == nil || oldObj == nil || oldObj.GetResourceVersion() == newObj.GetResourceVersion() {
+				return
+			}
+			if changed == nil || changed(oldObj, newObj) {
+				fn(newObj)
+			}
+		},
+		DeleteFunc: func(x any) {
+			if c := unwrap(x); c != nil {
+				fn(c)
+			}
+		},
+	})
+	return err
+}
+
+// watchMatchedKinds starts an informer for every kind a loaded constraint
+// matches. Informers are never stopped: a kind no longer matched costs an
+// informer until the manager restarts.
+func (o *Observer) watchMatchedKinds(ctx context.Context) error {
+	kinds, unwatchable := o.policy.matchKinds()
+	if len(unwatchable) > 0 {
+		o.log.Info("constraints that match every kind count nothing here: name their kinds in spec.match.kinds", "constraints", unwatchable)
+	}
+	var errs []error
+	for _, gk := range kinds {
+		o.mu.Lock()
+		_, ok := o.watched[gk]
+		o.mu.Unlock()
+		if ok {
+			continue
+		}
+		mapping, err := o.mapper.RESTMapping(gk)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kind %s: %w", gk, err))
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		obj.SetGroupVersionKind(mapping.GroupVersionKind)
+		gvk := mapping.GroupVersionKind
+		if err := o.inform(ctx, obj, func(c client.Object) {
+			o.events.Add(item{kind: itemObject, gvk: gvk, namespace: c.GetNamespace(), name: c.GetName()})
+		}, nil); err != nil {
+			errs = append(errs, fmt.Errorf("watch %s: %w", gk, err))
+			continue
+		}
+		o.mu.Lock()
+		o.watched[gk] = mapping
+		o.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+func (o *Observer) markInformed(gvk schema.GroupVersionKind) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.informed[gvk] {
+		return false
+	}
+	o.informed[gvk] = true
+	return true
+}
+
+func (o *Observer) unmarkInformed(gvk schema.GroupVersionKind) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.informed, gvk)
+}
+
+func (o *Observer) watchedKinds() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []string
+	for gk := range o.watched {
+		out = append(out, gk.String())
+	}
+	return out
+}

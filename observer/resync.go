@@ -1,0 +1,109 @@
+package observer
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// Listing: everything to evaluate again on a resync, and every bucket to
+// write once the observer is ready.
+
+// constraintItems lists every constraint of every loaded template's kind.
+func (o *Observer) constraintItems(ctx context.Context) []item {
+	o.mu.Lock()
+	var gvks []schema.GroupVersionKind
+	for gvk := range o.informed {
+		gvks = append(gvks, gvk)
+	}
+	o.mu.Unlock()
+	var out []item
+	for _, gvk := range gvks {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := o.cache.List(ctx, list); err != nil {
+			o.log.Error(err, "listing constraints", "kind", gvk.Kind)
+			continue
+		}
+		for _, c := range list.Items {
+			out = append(out, item{kind: itemConstraint, gvk: gvk, name: c.GetName()})
+		}
+	}
+	return out
+}
+
+// objectItems lists every object of every watched kind, every claim, and
+// every object the tally holds (those gone are then forgotten).
+func (o *Observer) objectItems(ctx context.Context) []item {
+	o.mu.Lock()
+	var gvks []schema.GroupVersionKind
+	for _, m := range o.watched {
+		gvks = append(gvks, m.GroupVersionKind)
+	}
+	seen := map[item]bool{}
+	var out []item
+	for _, it := range o.known {
+		seen[it] = true
+		out = append(out, it)
+	}
+	o.mu.Unlock()
+	add := func(it item) {
+		if !seen[it] {
+			seen[it] = true
+			out = append(out, it)
+		}
+	}
+	for _, gvk := range gvks {
+		ulist := &unstructured.UnstructuredList{}
+		ulist.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := o.cache.List(ctx, ulist); err != nil {
+			o.log.Error(err, "listing", "kind", gvk.Kind)
+			continue
+		}
+		for _, u := range ulist.Items {
+			add(item{kind: itemObject, gvk: gvk, namespace: u.GetNamespace(), name: u.GetName()})
+		}
+	}
+	var claims quotav1alpha1.ResourceClaimList
+	if err := o.cache.List(ctx, &claims); err != nil {
+		o.log.Error(err, "listing ResourceClaims")
+	}
+	for _, c := range claims.Items {
+		add(item{kind: itemClaim, gvk: claimGVK, namespace: c.Namespace, name: c.Name})
+	}
+	return out
+}
+
+// resync reloads every constraint, re-evaluates every object and writes
+// every bucket: whatever an event missed is corrected here.
+func (o *Observer) resync(ctx context.Context) {
+	for _, it := range o.constraintItems(ctx) {
+		o.events.Add(it)
+	}
+	for _, it := range o.objectItems(ctx) {
+		o.events.Add(it)
+	}
+	o.enqueueAllBuckets(ctx)
+}
+
+// enqueueAllBuckets queues a write of every bucket that exists or that an
+// object counts in: a bucket whose objects are all gone goes to zero.
+func (o *Observer) enqueueAllBuckets(ctx context.Context) {
+	var buckets quotav1alpha1.AllowanceBucketList
+	if err := o.cache.List(ctx, &buckets); err != nil {
+		o.log.Error(err, "listing buckets")
+	}
+	for i := range buckets.Items {
+		o.writes.Add(ledgerconv.KeyOf(&buckets.Items[i]))
+	}
+	o.mu.Lock()
+	keys := o.tally.Buckets()
+	o.mu.Unlock()
+	for _, k := range keys {
+		o.writes.Add(k)
+	}
+}

@@ -276,6 +276,12 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 			"--log-denies",
 			"--audit-interval=" + fmt.Sprint(c.auditSeconds()),
 			"--api-cache-dir=" + auditDir,
+			// Gatekeeper evaluates at most this many requests at once
+			// (default GOMAXPROCS). A quota check waits on a bucket write,
+			// so with the default two on this machine group commit never
+			// sees a batch and throughput is two writes' worth (measured:
+			// 34 creates/s against 532 for in-tree ResourceQuota).
+			"--max-serving-threads=" + fmt.Sprint(GatekeeperServingThreads),
 		}, c.ttlArg("--quota-reservation-ttl")...),
 		Env:     []string{"POD_NAMESPACE=" + GatekeeperNamespace, "POD_NAME=" + name},
 		LogPath: filepath.Join(c.opts.Dir, name+".log"),
@@ -367,6 +373,10 @@ func (c *Cluster) startManager(ctx context.Context) error {
 	}
 	return c.webhooks.Install(c.Config)
 }
+
+// GatekeeperServingThreads is Gatekeeper's --max-serving-threads here and
+// in config/gatekeeper/values.yaml (maxServingThreads).
+const GatekeeperServingThreads = 128
 
 func (c *Cluster) auditSeconds() int64 {
 	if c.opts.AuditInterval <= 0 {

@@ -9,9 +9,9 @@
 //
 // Within one process, concurrent Apply calls on the same bucket are batched
 // into one status write (group commit, as the in-tree ResourceQuota admission
-// batches per namespace): the first caller becomes the committer for that
-// bucket and writes everything that queued up while the previous write was in
-// flight. Under load this turns N contended writes into a handful, which is
+// batches per namespace): the first caller starts a committer for that
+// bucket, which writes everything that queued up while the previous write was
+// in flight, releasing each caller as soon as its own batch is written. Under load this turns N contended writes into a handful, which is
 // what keeps admission latency flat when many objects of one tenant arrive at
 // once.
 package kubestore
@@ -122,24 +122,34 @@ func (s *Store) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*le
 		s.queues[key] = q
 	}
 	q.pending = append(q.pending, o)
-	if q.committing {
-		s.mu.Unlock()
-		// The committer writes for us. Waiting ignores ctx on purpose: once
-		// queued, the mutation may be written, and a caller that gave up
-		// could not tell whether it was.
-		<-o.done
-		return o.bucket, o.err
+	if !q.committing {
+		q.committing = true
+		// The drain runs on its own goroutine rather than on this caller's:
+		// under sustained load the queue may not empty for seconds, and a
+		// caller that committed for everyone until then would outlive its
+		// own admission deadline although its write went out in the first
+		// batch. One caller's cancellation must not fail the others' writes
+		// in a batch, hence WithoutCancel.
+		go s.drain(context.WithoutCancel(ctx), key, q)
 	}
-	q.committing = true
-	// One caller's cancellation must not fail the others' writes in a batch.
-	writeCtx := context.WithoutCancel(ctx)
+	s.mu.Unlock()
+	// Waiting ignores ctx on purpose: once queued, the mutation may be
+	// written, and a caller that gave up could not tell whether it was.
+	<-o.done
+	return o.bucket, o.err
+}
+
+// drain commits q's pending mutations, a batch at a time, until none is
+// left. Each caller is released as soon as its batch is written.
+func (s *Store) drain(ctx context.Context, key ledger.BucketKey, q *queue) {
+	s.mu.Lock()
 	for len(q.pending) > 0 {
 		n := min(len(q.pending), s.opts.MaxBatch)
 		batch := q.pending[:n:n]
 		q.pending = q.pending[n:]
 		last := q.last
 		s.mu.Unlock()
-		last = s.commit(writeCtx, key, last, batch)
+		last = s.commit(ctx, key, last, batch)
 		for _, b := range batch {
 			close(b.done)
 		}
@@ -148,8 +158,6 @@ func (s *Store) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*le
 	}
 	q.committing = false
 	s.mu.Unlock()
-	<-o.done
-	return o.bucket, o.err
 }
 
 // commit runs a batch's mutations on the current bucket and writes the result

@@ -38,7 +38,7 @@ func (o *Observer) initialLoad(ctx context.Context) error {
 			o.log.Error(err, "loading constraint", "kind", it.gvk.Kind, "name", it.name)
 		}
 	}
-	for _, it := range o.objectItems(ctx) {
+	for _, it := range o.objectItems(ctx, "") {
 		if err := o.process(ctx, it); err != nil {
 			o.log.Error(err, "evaluating", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
 		}
@@ -73,10 +73,8 @@ func (o *Observer) process(ctx context.Context, it item) error {
 	case itemClaim:
 		return o.processClaim(ctx, it)
 	case itemNamespace:
-		for _, obj := range o.objectItems(ctx) {
-			if obj.namespace == it.name {
-				o.events.Add(obj)
-			}
+		for _, obj := range o.objectItems(ctx, it.name) {
+			o.events.Add(obj)
 		}
 	case itemResync:
 		o.resync(ctx)

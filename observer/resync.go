@@ -3,8 +3,10 @@ package observer
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -37,18 +39,25 @@ func (o *Observer) constraintItems(ctx context.Context) []item {
 }
 
 // objectItems lists every object of every watched kind, every claim, and
-// every object the tally holds (those gone are then forgotten).
-func (o *Observer) objectItems(ctx context.Context) []item {
+// every object the tally holds (those gone are then forgotten). With a
+// namespace, only what a change of that namespace's labels can move: the
+// objects and claims in it, and the Namespace object itself.
+func (o *Observer) objectItems(ctx context.Context, namespace string) []item {
+	in := func(it item) bool {
+		return namespace == "" || it.namespace == namespace || (isNamespaceKind(it.gvk) && it.name == namespace)
+	}
 	o.mu.Lock()
-	var gvks []schema.GroupVersionKind
+	var mappings []*meta.RESTMapping
 	for _, m := range o.watched {
-		gvks = append(gvks, m.GroupVersionKind)
+		mappings = append(mappings, m)
 	}
 	seen := map[item]bool{}
 	var out []item
 	for _, it := range o.known {
-		seen[it] = true
-		out = append(out, it)
+		if in(it) {
+			seen[it] = true
+			out = append(out, it)
+		}
 	}
 	o.mu.Unlock()
 	add := func(it item) {
@@ -57,10 +66,21 @@ func (o *Observer) objectItems(ctx context.Context) []item {
 			out = append(out, it)
 		}
 	}
-	for _, gvk := range gvks {
+	var opts []client.ListOption
+	if namespace != "" {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	for _, m := range mappings {
+		gvk := m.GroupVersionKind
+		if namespace != "" && m.Scope.Name() == meta.RESTScopeNameRoot {
+			if isNamespaceKind(gvk) {
+				add(item{kind: itemObject, gvk: gvk, name: namespace})
+			}
+			continue
+		}
 		ulist := &unstructured.UnstructuredList{}
 		ulist.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := o.cache.List(ctx, ulist); err != nil {
+		if err := o.cache.List(ctx, ulist, opts...); err != nil {
 			o.log.Error(err, "listing", "kind", gvk.Kind)
 			continue
 		}
@@ -69,7 +89,7 @@ func (o *Observer) objectItems(ctx context.Context) []item {
 		}
 	}
 	var claims quotav1alpha1.ResourceClaimList
-	if err := o.cache.List(ctx, &claims); err != nil {
+	if err := o.cache.List(ctx, &claims, opts...); err != nil {
 		o.log.Error(err, "listing ResourceClaims")
 	}
 	for _, c := range claims.Items {
@@ -78,13 +98,17 @@ func (o *Observer) objectItems(ctx context.Context) []item {
 	return out
 }
 
+func isNamespaceKind(gvk schema.GroupVersionKind) bool {
+	return gvk.Group == "" && gvk.Kind == "Namespace"
+}
+
 // resync reloads every constraint, re-evaluates every object and writes
 // every bucket: whatever an event missed is corrected here.
 func (o *Observer) resync(ctx context.Context) {
 	for _, it := range o.constraintItems(ctx) {
 		o.events.Add(it)
 	}
-	for _, it := range o.objectItems(ctx) {
+	for _, it := range o.objectItems(ctx, "") {
 		o.events.Add(it)
 	}
 	o.enqueueAllBuckets(ctx)

@@ -3,6 +3,7 @@ package observer
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,8 +21,8 @@ import (
 
 // initialLoad loads every quota template and deny constraint and evaluates
 // every object and claim, synchronously, before the first write. The
-// informers' handlers queue the same items again; evaluating twice is
-// harmless.
+// informers' handlers queue the same items again; processObject skips
+// what it has already evaluated unchanged.
 func (o *Observer) initialLoad(ctx context.Context) error {
 	templates := &unstructured.UnstructuredList{}
 	templates.SetGroupVersionKind(templateGVK.GroupVersion().WithKind(templateGVK.Kind + "List"))
@@ -38,11 +39,24 @@ func (o *Observer) initialLoad(ctx context.Context) error {
 			o.log.Error(err, "loading constraint", "kind", it.gvk.Kind, "name", it.name)
 		}
 	}
-	for _, it := range o.objectItems(ctx, "") {
-		if err := o.process(ctx, it); err != nil {
-			o.log.Error(err, "evaluating", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
-		}
+	// Objects on every worker at once: a restart's rebuild is this loop.
+	items := o.objectItems(ctx, "")
+	next := make(chan item)
+	var wg sync.WaitGroup
+	for range o.opts.Workers {
+		wg.Go(func() {
+			for it := range next {
+				if err := o.process(ctx, it); err != nil {
+					o.log.Error(err, "evaluating", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
+				}
+			}
+		})
 	}
+	for _, it := range items {
+		next <- it
+	}
+	close(next)
+	wg.Wait()
 	return nil
 }
 
@@ -175,6 +189,16 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 			ns = nil
 		}
 	}
+	at := stamp{object: u.GetResourceVersion(), policy: o.policy.version.Load()}
+	if ns != nil {
+		at.namespace = ns.ResourceVersion
+	}
+	o.mu.Lock()
+	unchanged := o.stamps[it.ref()] == at
+	o.mu.Unlock()
+	if unchanged {
+		return nil
+	}
 	claims, violations, err := o.policy.evaluate(ctx, u, mapping, ns)
 	if err != nil {
 		return err
@@ -187,7 +211,21 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 		return fmt.Errorf("%s %s/%s: %w", it.gvk.Kind, it.namespace, it.name, err)
 	}
 	o.record(it, Object{UID: string(u.GetUID()), Generation: u.GetGeneration(), Namespace: it.namespace, Amounts: amounts})
+	o.mu.Lock()
+	o.stamps[it.ref()] = at
+	o.mu.Unlock()
 	return nil
+}
+
+// stamp is what an object was evaluated from. Evaluating it again from the
+// same stamp gives the same amounts (the Rego reads the object, its
+// namespace and the loaded policy, nothing else), so the informers' replay
+// of the initial load and the periodic resync skip it: a resync of 100,000
+// unchanged objects costs no Rego.
+type stamp struct {
+	object    string // resourceVersion
+	namespace string // the namespace's resourceVersion; "" for cluster-scoped objects
+	policy    uint64 // policy.version
 }
 
 // processClaim counts a Granted ResourceClaim's requests, natively: no
@@ -236,6 +274,7 @@ func (o *Observer) forget(it item) {
 	o.mu.Lock()
 	changed := o.tally.Remove(it.ref())
 	delete(o.known, it.ref())
+	delete(o.stamps, it.ref())
 	o.mu.Unlock()
 	o.dirty(changed)
 }

@@ -111,6 +111,7 @@ type Observer struct {
 	mu        sync.Mutex
 	tally     *Tally
 	known     map[string]item                        // tally refs
+	stamps    map[string]stamp                       // what each tally ref was evaluated from
 	watched   map[schema.GroupKind]*meta.RESTMapping // kinds with an informer
 	informed  map[schema.GroupVersionKind]bool       // informers with our handler
 	lastWrite map[ledger.BucketKey]time.Time
@@ -131,6 +132,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		log:       mgr.GetLogger().WithName("observer"),
 		tally:     NewTally(),
 		known:     map[string]item{},
+		stamps:    map[string]stamp{},
 		watched:   map[schema.GroupKind]*meta.RESTMapping{},
 		informed:  map[schema.GroupVersionKind]bool{},
 		lastWrite: map[ledger.BucketKey]time.Time{},

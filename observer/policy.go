@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	constraintclient "github.com/open-policy-agent/frameworks/constraint/pkg/client"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
@@ -47,6 +48,10 @@ const quotaLibPackage = "package lib.quota"
 type policy struct {
 	client *constraintclient.Client
 	scheme *runtime.Scheme
+	// version counts changes to the loaded templates and constraints: an
+	// object evaluated under the current version, unchanged since, would be
+	// counted the same again.
+	version atomic.Uint64
 
 	mu          sync.Mutex
 	templates   map[string]*templates.ConstraintTemplate // loaded, by template name
@@ -113,6 +118,7 @@ func (p *policy) setTemplate(ctx context.Context, u *unstructured.Unstructured) 
 	p.mu.Lock()
 	p.templates[tmpl.Name] = tmpl
 	p.mu.Unlock()
+	p.version.Add(1)
 	return tmpl.Spec.CRD.Spec.Names.Kind, nil
 }
 
@@ -132,6 +138,7 @@ func (p *policy) removeTemplate(ctx context.Context, name string) (bool, error) 
 	delete(p.templates, name)
 	delete(p.constraints, constraintGroupVersion.WithKind(tmpl.Spec.CRD.Spec.Names.Kind).GroupKind())
 	p.mu.Unlock()
+	p.version.Add(1)
 	return true, nil
 }
 
@@ -181,6 +188,7 @@ func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name st
 		p.mu.Lock()
 		delete(p.constraints[gk], name)
 		p.mu.Unlock()
+		p.version.Add(1)
 		return true, nil
 	}
 	if old != nil && old.GetGeneration() == u.GetGeneration() && old.GetResourceVersion() == u.GetResourceVersion() {
@@ -195,6 +203,7 @@ func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name st
 	}
 	p.constraints[gk][name] = u.DeepCopy()
 	p.mu.Unlock()
+	p.version.Add(1)
 	return true, nil
 }
 

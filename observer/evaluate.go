@@ -60,22 +60,6 @@ func (o *Observer) initialLoad(ctx context.Context) error {
 	return nil
 }
 
-// nextEvent processes one evaluation item; false once the queue is shut down.
-func (o *Observer) nextEvent(ctx context.Context) bool {
-	it, shutdown := o.events.Get()
-	if shutdown {
-		return false
-	}
-	defer o.events.Done(it)
-	if err := o.process(ctx, it); err != nil {
-		o.log.Error(err, "observing", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
-		o.events.AddRateLimited(it)
-		return true
-	}
-	o.events.Forget(it)
-	return true
-}
-
 func (o *Observer) process(ctx context.Context, it item) error {
 	switch it.kind {
 	case itemTemplate:

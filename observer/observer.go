@@ -157,9 +157,11 @@ func (o *Observer) Start(ctx context.Context) error {
 	if err := o.watchFixed(ctx); err != nil {
 		return err
 	}
+	loadStart := time.Now()
 	if err := o.initialLoad(ctx); err != nil {
 		return err
 	}
+	loadTime := time.Since(loadStart)
 	for !o.opts.WriterSynced() {
 		select {
 		case <-ctx.Done():
@@ -169,18 +171,29 @@ func (o *Observer) Start(ctx context.Context) error {
 	}
 	o.ready.Store(true)
 	o.enqueueAllBuckets(ctx)
-	o.log.Info("observing", "kinds", o.watchedKinds())
+	o.mu.Lock()
+	evaluated := len(o.known)
+	o.mu.Unlock()
+	o.log.Info("observing", "kinds", o.watchedKinds(), "objects", evaluated, "initialLoad", loadTime.Round(time.Millisecond).String())
 
+	evaluate := func(it item) error { return o.process(ctx, it) }
+	evaluateFailed := func(it item, err error) {
+		o.log.Error(err, "observing", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
+	}
+	write := func(key ledger.BucketKey) error { return o.write(ctx, key) }
+	writeFailed := func(key ledger.BucketKey, err error) {
+		o.log.Error(err, "writing observed usage", "bucket", key.Name())
+	}
 	var wg sync.WaitGroup
 	for range o.opts.Workers {
 		wg.Go(func() {
-			for o.nextEvent(ctx) {
+			for work(o.events, evaluate, evaluateFailed) {
 			}
 		})
 	}
 	for range 2 {
 		wg.Go(func() {
-			for o.nextWrite(ctx) {
+			for work(o.writes, write, writeFailed) {
 			}
 		})
 	}
@@ -197,4 +210,21 @@ func (o *Observer) Start(ctx context.Context) error {
 			o.events.Add(item{kind: itemResync})
 		}
 	}
+}
+
+// work processes one item of q with fn, which a failure logs and retries
+// with q's backoff; false once q is shut down.
+func work[T comparable](q workqueue.TypedRateLimitingInterface[T], fn func(T) error, failed func(T, error)) bool {
+	it, shutdown := q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.Done(it)
+	if err := fn(it); err != nil {
+		failed(it, err)
+		q.AddRateLimited(it)
+		return true
+	}
+	q.Forget(it)
+	return true
 }

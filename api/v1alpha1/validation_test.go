@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -20,7 +21,10 @@ import (
 // These tests run against a real kube-apiserver: the validation they check
 // is the schema and CEL rules in config/crd, enforced by the server.
 
-var k8s client.Client
+var (
+	k8s    client.Client
+	config *rest.Config
+)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -33,7 +37,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	k8s = env.Client
+	k8s, config = env.Client, env.Config
 	code := m.Run()
 	_ = env.Stop()
 	os.Exit(code)

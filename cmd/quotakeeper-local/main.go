@@ -65,7 +65,7 @@ func run(ctx context.Context, dir, gatekeeper, manager string, replicas int, sam
 	if err := c.ApplyFiles(ctx, 2*time.Minute, files...); err != nil {
 		return err
 	}
-	fmt.Printf("\nready. In another terminal:\n\n  export KUBECONFIG=%s\n  kubectl get quota -A\n\nlogs are in %s; Ctrl-C stops everything.\n\n", c.Kubeconfig, dir)
+	fmt.Printf("\nready. In another terminal:\n\n  export KUBECONFIG=%s\n  kubectl get quotakeeper -A\n\nlogs are in %s; Ctrl-C stops everything.\n\n", c.Kubeconfig, dir)
 
 	var last []byte
 	ticker := time.NewTicker(interval)

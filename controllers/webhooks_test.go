@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -191,4 +192,77 @@ func withoutClaimValidation(t *testing.T, fn func()) {
 	}
 	defer restore()
 	fn()
+}
+
+// Done when: invalid CEL (unknown function, wrong result type, unknown
+// variable) is rejected at create with the field path, and nothing is
+// stored.
+func TestWebhooksRejectPoliciesThatDoNotCompile(t *testing.T) {
+	needEnv(t)
+	grantCases := []struct {
+		name  string
+		edit  func(*quotav1alpha1.GrantCreationPolicySpec)
+		field string
+		want  string
+	}{
+		{"unknown function", func(s *quotav1alpha1.GrantCreationPolicySpec) {
+			s.Trigger.Conditions = append(s.Trigger.Conditions, quotav1alpha1.TriggerCondition{Expression: "invalid_function()"})
+		}, "spec.trigger.conditions[1].expression", `Invalid value: "invalid_function()": compilation failed: 1:17: undeclared reference to 'invalid_function' (in container '')`},
+		{"wrong result type", func(s *quotav1alpha1.GrantCreationPolicySpec) {
+			s.Trigger.Conditions[0].Expression = "trigger.metadata.name"
+		}, "spec.trigger.conditions[0].expression", `Invalid value: "trigger.metadata.name": must evaluate to bool but got dyn`},
+		{"unknown variable", func(s *quotav1alpha1.GrantCreationPolicySpec) {
+			s.Target.ResourceGrantTemplate.Metadata.Annotations = map[string]string{"requested-by": "{{ user.username }}"}
+		}, "spec.target.resourceGrantTemplate.metadata.annotations[requested-by]",
+			`Invalid value: "{{ user.username }}": compilation failed in {{ user.username }}: 1:1: undeclared reference to 'user' (in container '')`},
+	}
+	for i, tc := range grantCases {
+		t.Run("GrantCreationPolicy "+tc.name, func(t *testing.T) {
+			p := grantPolicyObject(fmt.Sprintf("t30-bad-%d", i), rtConfigMaps)
+			tc.edit(&p.Spec)
+			requireInvalid(t, k8s.Create(ctx, p), tc.field, tc.want)
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), &quotav1alpha1.GrantCreationPolicy{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("rejected policy stored: %v", err)
+			}
+		})
+	}
+
+	claimCases := []struct {
+		name  string
+		edit  func(*quotav1alpha1.ClaimCreationPolicySpec)
+		field string
+		want  string
+	}{
+		{"unknown function", func(s *quotav1alpha1.ClaimCreationPolicySpec) {
+			s.Trigger.Conditions = []quotav1alpha1.TriggerCondition{{Expression: "true"}, {Expression: "invalid_function()"}}
+		}, "spec.trigger.conditions[1].expression", `Invalid value: "invalid_function()": compilation failed: 1:17: undeclared reference to 'invalid_function' (in container '')`},
+		{"wrong result type", func(s *quotav1alpha1.ClaimCreationPolicySpec) {
+			s.Target.ResourceClaimTemplate.Spec.Requests[0].Amount = intstr.FromString("{{ trigger.metadata.name == 'a' }}")
+		}, "spec.target.resourceClaimTemplate.spec.requests[0].amount",
+			`Invalid value: "{{ trigger.metadata.name == 'a' }}": {{ trigger.metadata.name == 'a' }} must evaluate to int, string or kubernetes.Quantity but got bool`},
+		{"unknown variable", func(s *quotav1alpha1.ClaimCreationPolicySpec) {
+			s.Target.ResourceClaimTemplate.Spec.ConsumerRef.Name = "{{.parentOrg}}"
+		}, "spec.target.resourceClaimTemplate.spec.consumerRef.name",
+			`Invalid value: "{{.parentOrg}}": compilation failed in {{.parentOrg}}: 1:1: undeclared reference to 'parentOrg' (in container '')`},
+	}
+	for i, tc := range claimCases {
+		t.Run("ClaimCreationPolicy "+tc.name, func(t *testing.T) {
+			p := claimPolicyObject(fmt.Sprintf("t30-bad-%d", i), rtConfigMaps)
+			tc.edit(&p.Spec)
+			requireInvalid(t, k8s.Create(ctx, p), tc.field, tc.want)
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), &quotav1alpha1.ClaimCreationPolicy{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("rejected policy stored: %v", err)
+			}
+		})
+	}
+
+	// An update is judged on its new spec.
+	p := grantPolicyObject("t30-ok", rtConfigMaps)
+	if err := k8s.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Spec.Trigger.Conditions[0].Expression = "size(trigger.metadata.name)"
+	requireInvalid(t, k8s.Patch(ctx, p, patch), "spec.trigger.conditions[0].expression",
+		`Invalid value: "size(trigger.metadata.name)": must evaluate to bool but got int`)
 }

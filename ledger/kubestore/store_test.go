@@ -109,6 +109,10 @@ func TestLifecycleOnTheAPIServer(t *testing.T) {
 	if obj.Spec.ConsumerRef.Name != acme.Name || obj.Spec.ResourceType != projects {
 		t.Fatalf("spec %+v", obj.Spec)
 	}
+	// Milo's labels, to list a consumer's buckets by.
+	if diff := cmp.Diff(map[string]string{"quota.miloapis.com/consumer-kind": "Organization", "quota.miloapis.com/consumer-name": acme.Name}, obj.Labels); diff != "" {
+		t.Fatalf("labels (-want +got):\n%s", diff)
+	}
 
 	// cm-1 appeared and is counted: the observer folds its reservation in
 	// the same write. cm-2's claim is released.

@@ -151,11 +151,20 @@ func TestWebhookRejectsBadRegistrationDimensions(t *testing.T) {
 }
 
 // withoutClaimValidation runs fn while the claim validating webhook is
-// removed from the cluster (as in a cluster that never installed it), and
-// puts it back, waiting until the apiserver calls it again.
+// removed from the cluster (as in a cluster that never installed it).
 func withoutClaimValidation(t *testing.T, fn func()) {
 	t.Helper()
-	const config, hook = "validating-webhook-configuration", "vresourceclaim.quota.miloapis.com"
+	// A tenant's claim on another namespace's quota is refused again.
+	probe := claimObject("default", "probe", nsConsumer("kube-system"), builders.Request(rtConfigMaps, 1, nil))
+	withoutValidation(t, "vresourceclaim.quota.miloapis.com", probe, fn)
+}
+
+// withoutValidation runs fn while the validating webhook hook is removed
+// from the cluster, and puts it back, waiting until the apiserver calls it
+// again: until creating probe (dry run) is refused as Invalid.
+func withoutValidation(t *testing.T, hook string, probe client.Object, fn func()) {
+	t.Helper()
+	const config = "validating-webhook-configuration"
 	vwc := &admissionv1.ValidatingWebhookConfiguration{}
 	if err := k8s.Get(ctx, client.ObjectKey{Name: config}, vwc); err != nil {
 		t.Fatal(err)
@@ -170,14 +179,12 @@ func withoutClaimValidation(t *testing.T, fn func()) {
 		if err := k8s.Update(ctx, current); err != nil {
 			t.Fatal(err)
 		}
-		// A tenant's claim on another namespace's quota is refused again.
-		probe := claimObject("default", "probe", nsConsumer("kube-system"), builders.Request(rtConfigMaps, 1, nil))
-		testenv.Eventually(t, settle, "claim validation back", func() error {
-			err := k8s.Create(ctx, probe, client.DryRunAll)
+		testenv.Eventually(t, settle, hook+" back", func() error {
+			err := k8s.Create(ctx, probe.DeepCopyObject().(client.Object), client.DryRunAll)
 			if apierrors.IsInvalid(err) {
 				return nil
 			}
-			return fmt.Errorf("claim validation not back yet: %w", err)
+			return fmt.Errorf("%s not back yet: %w", hook, err)
 		})
 	}
 	var kept []admissionv1.ValidatingWebhook

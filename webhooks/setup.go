@@ -28,7 +28,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	reader := mgr.GetClient()
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ResourceRegistration{}).
-		WithValidator(RegistrationValidator{}).Complete(); err != nil {
+		WithValidator(RegistrationValidator{Reader: reader}).Complete(); err != nil {
 		return fmt.Errorf("registration webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ResourceGrant{}).

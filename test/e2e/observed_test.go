@@ -188,7 +188,7 @@ func TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas(t *testing.T) {
 	// retry (fail closed); then with the update's message.
 	testenv.Eventually(t, 30*time.Second, "scale to 20 denied like the update", func() error {
 		if err := scaleSubresource(t, web, 20); !apierrors.IsForbidden(err) || err.Error() != want {
-			return fmt.Errorf("got %v, want %s", err, want)
+			return fmt.Errorf("want %s, got %w", want, err)
 		}
 		return nil
 	})
@@ -213,7 +213,7 @@ func TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas(t *testing.T) {
 	full := denial(ns, "quota exceeded for Namespace "+ns+": requested 500 of "+rt+", available 0 of 2000 (allocated 2000, reserved 0)")
 	testenv.Eventually(t, 30*time.Second, "scale to 5 denied", func() error {
 		if err := scaleSubresource(t, web, 5); !apierrors.IsForbidden(err) || err.Error() != full {
-			return fmt.Errorf("got %v, want %s", err, full)
+			return fmt.Errorf("want %s, got %w", full, err)
 		}
 		return nil
 	})

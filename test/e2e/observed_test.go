@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -149,8 +150,9 @@ func TestScalingDownAndUpCountsWhatRuns(t *testing.T) {
 	waitBucket(t, consumer, rt, 0, 0)
 }
 
-// scaleSubresource sets d's replicas through its scale subresource, as
-// `kubectl scale` and a HorizontalPodAutoscaler do, and returns the error.
+// scaleSubresource sets d's replicas through its scale subresource, as a
+// HorizontalPodAutoscaler does (read the Scale, update it), and returns the
+// error.
 func scaleSubresource(t *testing.T, d *appsv1.Deployment, replicas int32) error {
 	t.Helper()
 	deployments := kubernetes.NewForConfigOrDie(cluster.Config).AppsV1().Deployments(d.Namespace)
@@ -163,16 +165,25 @@ func scaleSubresource(t *testing.T, d *appsv1.Deployment, replicas int32) error 
 	return err
 }
 
+// kubectlScale is `kubectl scale deployment --replicas`: a merge patch of
+// the scale subresource.
+func kubectlScale(d *appsv1.Deployment, replicas int32) error {
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	_, err := kubernetes.NewForConfigOrDie(cluster.Config).AppsV1().Deployments(d.Namespace).
+		Patch(context.Background(), d.Name, k8stypes.MergePatchType, patch, metav1.PatchOptions{}, "scale")
+	return err
+}
+
 // denial is the API server's error text for a denial by Gatekeeper.
 func denial(constraint, msg string) string {
 	return fmt.Sprintf("admission webhook %q denied the request: [%s] %s", "validation.gatekeeper.sh", constraint, msg)
 }
 
-// kubectl scale through the scale subresource, with a constraint that
-// checks Deployments' scales: 3 x 500m under 2000m, scaling to 20 is denied
-// with exactly the message of the same update of spec.replicas and holds
-// nothing; scaling to 4 is admitted and counted, and the bucket settles at
-// exactly the grant.
+// kubectl scale (a patch) and an autoscaler (an update) through the scale
+// subresource, with a constraint that checks Deployments' scales: 3 x 500m
+// under 2000m, scaling to 20 is denied with exactly the message of the same
+// update of spec.replicas and holds nothing; scaling to 4 is admitted and
+// counted, and the bucket settles at exactly the grant.
 func TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas(t *testing.T) {
 	const ns, rt = "e2e-scale-subresource", "e2e.quota/scale-subresource-cpu"
 	consumer := cpuQuotaOf(t, ns, rt, 2000, true)
@@ -186,18 +197,21 @@ func TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas(t *testing.T) {
 	}
 	// Until Gatekeeper has synced web, the scale is denied asking to sync or
 	// retry (fail closed); then with the update's message.
-	testenv.Eventually(t, 30*time.Second, "scale to 20 denied like the update", func() error {
-		if err := scaleSubresource(t, web, 20); !apierrors.IsForbidden(err) || err.Error() != want {
+	testenv.Eventually(t, 30*time.Second, "kubectl scale to 20 denied like the update", func() error {
+		if err := kubectlScale(web, 20); !apierrors.IsForbidden(err) || err.Error() != want {
 			return fmt.Errorf("want %s, got %w", want, err)
 		}
 		return nil
 	})
+	if err := scaleSubresource(t, web, 20); !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("an autoscaler's scale to 20:\n got %v\nwant %s", err, want)
+	}
 	if st := bucket(t, consumer, rt); st.Allocated != 1500 || st.Reserved != 0 {
 		t.Fatalf("after the denials: allocated %d reserved %d, want 1500 and 0", st.Allocated, st.Reserved)
 	}
 
-	if err := scaleSubresource(t, web, 4); err != nil {
-		t.Fatalf("scale to 4: %v", err)
+	if err := kubectlScale(web, 4); err != nil {
+		t.Fatalf("kubectl scale to 4: %v", err)
 	}
 	if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(web), web); err != nil {
 		t.Fatal(err)

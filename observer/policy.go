@@ -207,9 +207,15 @@ func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name st
 	return true, nil
 }
 
-// matchKinds returns the group/kinds the loaded constraints match, and the
-// constraints that match every kind (no match.kinds, or "*"), which the
-// observer cannot watch.
+// scaleKind is what Gatekeeper reviews for an update of a scale
+// subresource (kubectl scale, a HorizontalPodAutoscaler). A constraint lists
+// it in match.kinds to check scales at admission; it is no object to watch:
+// the workload a scale changes is counted through its own kind.
+var scaleKind = schema.GroupKind{Group: "autoscaling", Kind: "Scale"}
+
+// matchKinds returns the group/kinds the loaded constraints match, except
+// autoscaling/Scale, and the constraints that match every kind (no
+// match.kinds, or "*"), which the observer cannot watch.
 func (p *policy) matchKinds() (kinds []schema.GroupKind, unwatchable []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -230,7 +236,9 @@ func (p *policy) matchKinds() (kinds []schema.GroupKind, unwatchable []string) {
 				}
 				for _, g := range groups {
 					for _, k := range ks {
-						seen[schema.GroupKind{Group: g, Kind: k}] = true
+						if gk := (schema.GroupKind{Group: g, Kind: k}); gk != scaleKind {
+							seen[gk] = true
+						}
 					}
 				}
 			}

@@ -182,7 +182,11 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	if len(violations) > 0 {
 		o.log.V(1).Info("constraints cannot count an object", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name, "violations", violations)
 	}
-	amounts, err := Amounts(claims)
+	ledgerClaims := make([]ledger.Claim, len(claims))
+	for i, c := range claims {
+		ledgerClaims[i] = c.Claim
+	}
+	amounts, err := Amounts(ledgerClaims)
 	if err != nil {
 		return fmt.Errorf("%s %s/%s: %w", it.gvk.Kind, it.namespace, it.name, err)
 	}

@@ -78,4 +78,6 @@ const (
 	ReasonPendingEvaluation  = "PendingEvaluation"
 	ReasonWithinLimit        = "WithinLimit"
 	ReasonLimitLowered       = "LimitLowered"
+	// ReasonObserved: a view claim's object is counted by the observer.
+	ReasonObserved = "Observed"
 )

@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +59,8 @@ const (
 	rtWarn      = "core/configmaps-warned"
 	orgLabel    = "resourcemanager.miloapis.com/organization"
 	wait        = 20 * time.Second
+	// resync is short so that a test can see what a resync writes.
+	resync = 2 * time.Second
 )
 
 func namespaceConsumer(name string) ledger.Consumer {
@@ -251,6 +256,90 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		eventuallyViews(t, k8s, wantViews)
 		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-a", 1}}})
 	})
+
+	// What views cost, counted by the apiserver: successful ResourceClaim
+	// writes (and attempts, which include conflicts with a lagging cache).
+	t.Run("a view costs two writes when first counted, none on a resync, one to remove", func(t *testing.T) {
+		const n = 50
+		viewsBefore := len(wantViews)
+		before := claimWrites(ctx, t, env)
+		for i := range n {
+			mustCreate(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("bulk-%d", i)}})
+		}
+		// Each counts against team-a and acme: two views each, each a
+		// create and a status write.
+		created := eventuallyClaimWrites(ctx, t, env, before, 2*2*n, viewsBefore+2*n)
+		t.Logf("%d objects, %d views: %d successful ResourceClaim writes, %d attempts", n, 2*n, created.ok-before.ok, created.all-before.all)
+		time.Sleep(3 * resync) // every object evaluated again, at least twice
+		if again := claimWrites(ctx, t, env); again.ok != created.ok {
+			t.Fatalf("resyncs wrote %d ResourceClaims, want 0", again.ok-created.ok)
+		}
+		for i := range n {
+			if err := k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("bulk-%d", i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		removed := eventuallyClaimWrites(ctx, t, env, created, 2*n, viewsBefore)
+		t.Logf("removing them: %d successful ResourceClaim writes, %d attempts", removed.ok-created.ok, removed.all-created.all)
+	})
+}
+
+// writeCount is the apiserver's count of ResourceClaim writes (create,
+// update, patch, delete, status included): successful ones and all.
+type writeCount struct{ ok, all int64 }
+
+var requestTotal = regexp.MustCompile(`^apiserver_request_total\{(.*)\} (\d+)$`)
+
+func claimWrites(ctx context.Context, t *testing.T, env *testenv.Env) writeCount {
+	t.Helper()
+	raw, err := kubernetes.NewForConfigOrDie(env.Config).RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c writeCount
+	for _, line := range strings.Split(string(raw), "\n") {
+		m := requestTotal.FindStringSubmatch(line)
+		if m == nil || !strings.Contains(m[1], `resource="resourceclaims"`) {
+			continue
+		}
+		write := false
+		for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+			write = write || strings.Contains(m[1], `verb="`+verb+`"`)
+		}
+		if !write {
+			continue
+		}
+		v, _ := strconv.ParseInt(m[2], 10, 64)
+		c.all += v
+		if strings.Contains(m[1], `code="20`) {
+			c.ok += v
+		}
+	}
+	return c
+}
+
+// eventuallyClaimWrites waits until there are views views and want more
+// successful ResourceClaim writes than before, then checks that no more
+// come, and returns the count.
+func eventuallyClaimWrites(ctx context.Context, t *testing.T, env *testenv.Env, before writeCount, want int64, views int) writeCount {
+	t.Helper()
+	var got writeCount
+	testenv.Eventually(t, wait, fmt.Sprintf("%d views, %d ResourceClaim writes", views, want), func() error {
+		var list quotav1alpha1.ResourceClaimList
+		if err := env.Client.List(ctx, &list, client.MatchingLabels{quotav1alpha1.ViewLabel: "true"}); err != nil {
+			return err
+		}
+		got = claimWrites(ctx, t, env)
+		if len(list.Items) != views || got.ok-before.ok < want {
+			return fmt.Errorf("%d views, %d writes", len(list.Items), got.ok-before.ok)
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	if later := claimWrites(ctx, t, env); later.ok-before.ok != want {
+		t.Fatalf("%d ResourceClaim writes, want %d", later.ok-before.ok, want)
+	}
+	return got
 }
 
 // viewSummary is what a test checks of a ResourceClaim view.
@@ -428,7 +517,8 @@ func startObserver(ctx context.Context, t *testing.T, env *testenv.Env) *recordi
 		t.Fatal(err)
 	}
 	w := &recordingWriter{Writer: l, last: map[ledger.BucketKey]ledger.Observation{}}
-	o, err := observer.New(mgr, observer.Options{Writer: w, WriterSynced: m.HasSynced, WriteInterval: 50 * time.Millisecond, ObjectClaims: true})
+	o, err := observer.New(mgr, observer.Options{Writer: w, WriterSynced: m.HasSynced, WriteInterval: 50 * time.Millisecond,
+		Resync: resync, ObjectClaims: true, ObjectClaimsQPS: 200})
 	if err != nil {
 		t.Fatal(err)
 	}

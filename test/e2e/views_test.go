@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -182,6 +183,26 @@ func TestAnOrphaningDeleteLeaksNothing(t *testing.T) {
 	mustAdmit(t, ns, "cm-4")
 	mustDeny(t, ns, "cm-5", "requested 1 of "+rt, "available 0 of 3")
 	waitBucket(t, consumer, rt, 3, 0)
+}
+
+// waitViewAmount waits until object ns/name has exactly one view, Granted
+// with reason Observed, requesting amount, and returns it.
+func waitViewAmount(t *testing.T, ns, name string, amount int64) *quotav1alpha1.ResourceClaim {
+	t.Helper()
+	var v *quotav1alpha1.ResourceClaim
+	testenv.Eventually(t, time.Minute, fmt.Sprintf("the view of %s/%s at %d", ns, name, amount), func() error {
+		v = views(t, ns)[name]
+		if v == nil {
+			return fmt.Errorf("no view of %s", name)
+		}
+		c := meta.FindStatusCondition(v.Status.Conditions, quotav1alpha1.ConditionGranted)
+		if len(v.Spec.Requests) != 1 || v.Spec.Requests[0].Amount != amount || c == nil ||
+			c.Status != metav1.ConditionTrue || c.Reason != quotav1alpha1.ReasonObserved || c.ObservedGeneration != v.Generation {
+			return fmt.Errorf("view %s: requests %+v, Granted %+v", v.Name, v.Spec.Requests, c)
+		}
+		return nil
+	})
+	return v
 }
 
 // requireOnlyViews asserts that ns holds n ResourceClaims, all views.

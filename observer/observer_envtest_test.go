@@ -240,7 +240,7 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		mustCreate(stray)
 		testenv.Eventually(t, wait, "stray view removed", func() error {
 			if err := k8s.Get(ctx, client.ObjectKeyFromObject(stray), stray); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("still there (%v)", err)
+				return fmt.Errorf("still there (%w)", err)
 			}
 			return nil
 		})

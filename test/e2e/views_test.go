@@ -168,7 +168,7 @@ func TestAnOrphaningDeleteLeaksNothing(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "the orphaned view removed", func() error {
 		err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(orphaned), &quotav1alpha1.ResourceClaim{})
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("view %s still there (%v)", orphaned.Name, err)
+			return fmt.Errorf("view %s still there (%w)", orphaned.Name, err)
 		}
 		return nil
 	})

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -89,7 +90,7 @@ func BenchmarkRebuild(b *testing.B) {
 				b.Errorf("object %d: claims %v, violations %v, err %v", i, claims, violations, err)
 				return
 			}
-			amounts, err := Amounts(claims)
+			amounts, err := Amounts([]ledger.Claim{claims[0].Claim})
 			if err != nil {
 				b.Error(err)
 				return

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -190,11 +191,27 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	if len(violations) > 0 {
 		o.log.V(1).Info("constraints cannot count an object", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name, "violations", violations)
 	}
-	amounts, err := Amounts(claims)
+	ledgerClaims := make([]ledger.Claim, len(claims))
+	for i, c := range claims {
+		ledgerClaims[i] = c.Claim
+	}
+	amounts, err := Amounts(ledgerClaims)
 	if err != nil {
 		return fmt.Errorf("%s %s/%s: %w", it.gvk.Kind, it.namespace, it.name, err)
 	}
 	o.record(it, Object{UID: string(u.GetUID()), Generation: u.GetGeneration(), Namespace: it.namespace, Amounts: amounts})
+	if o.views != nil {
+		obj := ViewedObject{
+			APIVersion: mapping.GroupVersionKind.GroupVersion().String(), Kind: mapping.GroupVersionKind.Kind,
+			Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID()),
+			ClusterScoped: mapping.Scope.Name() == meta.RESTScopeNameRoot,
+		}
+		var views []desiredView
+		for _, v := range Views(obj, claims, o.opts.SystemNamespace) {
+			views = append(views, desiredView{claim: v, frozen: u.GetDeletionTimestamp() != nil})
+		}
+		o.setViews(it.ref(), views)
+	}
 	o.mu.Lock()
 	o.stamps[it.ref()] = at
 	o.mu.Unlock()
@@ -217,8 +234,8 @@ type stamp struct {
 func (o *Observer) processClaim(ctx context.Context, it item) error {
 	c := &quotav1alpha1.ResourceClaim{}
 	err := o.cache.Get(ctx, types.NamespacedName{Namespace: it.namespace, Name: it.name}, c)
-	if apierrors.IsNotFound(err) {
-		o.forget(it)
+	if apierrors.IsNotFound(err) || (err == nil && quotav1alpha1.IsView(c.Labels)) {
+		o.forget(it) // a view counts nothing: its object is counted
 		return nil
 	}
 	if err != nil {
@@ -229,9 +246,9 @@ func (o *Observer) processClaim(ctx context.Context, it item) error {
 }
 
 // ClaimAmounts is what a ResourceClaim counts: its requests when it is
-// Granted (for its current generation), else nothing.
+// Granted (for its current generation) and not a view, else nothing.
 func ClaimAmounts(c *quotav1alpha1.ResourceClaim) map[ledger.BucketKey]int64 {
-	if !quotav1alpha1.IsTrue(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation) {
+	if quotav1alpha1.IsView(c.Labels) || !quotav1alpha1.IsTrue(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation) {
 		return nil
 	}
 	consumer := ledgerconv.Consumer(c.Spec.ConsumerRef)
@@ -261,6 +278,7 @@ func (o *Observer) forget(it item) {
 	delete(o.stamps, it.ref())
 	o.mu.Unlock()
 	o.dirty(changed)
+	o.setViews(it.ref(), nil)
 }
 
 func (o *Observer) dirty(keys []ledger.BucketKey) {

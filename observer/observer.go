@@ -11,6 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +46,13 @@ type Options struct {
 	Workers int
 	// Now is the clock reservations expire by. Default time.Now.
 	Now func() time.Time
+	// ObjectClaims writes a ResourceClaim view of every counted object
+	// (views.go): the manager's --object-claims, on by default there.
+	ObjectClaims bool
+	// ObjectClaimsQPS bounds the view writes per second, through a client
+	// of their own so they never slow bucket writes or the claim
+	// controller. Default 20.
+	ObjectClaimsQPS float32
 }
 
 func (o *Options) defaults() {
@@ -64,6 +73,9 @@ func (o *Options) defaults() {
 	}
 	if o.WriterSynced == nil {
 		o.WriterSynced = func() bool { return true }
+	}
+	if o.ObjectClaimsQPS <= 0 {
+		o.ObjectClaimsQPS = 20
 	}
 }
 
@@ -108,6 +120,11 @@ type Observer struct {
 	writes workqueue.TypedRateLimitingInterface[ledger.BucketKey]
 	ready  atomic.Bool
 
+	// ResourceClaim views (nil views: off).
+	viewQueue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	viewClient client.Client
+	views      *viewSet // guarded by mu
+
 	mu        sync.Mutex
 	tally     *Tally
 	known     map[string]item                        // tally refs
@@ -127,7 +144,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("observer: constraint client: %w", err)
 	}
-	return &Observer{
+	o := &Observer{
 		opts: opts, cache: mgr.GetCache(), live: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), policy: p,
 		log:       mgr.GetLogger().WithName("observer"),
 		tally:     NewTally(),
@@ -136,7 +153,20 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		watched:   map[schema.GroupKind]*meta.RESTMapping{},
 		informed:  map[schema.GroupVersionKind]bool{},
 		lastWrite: map[ledger.BucketKey]time.Time{},
-	}, nil
+	}
+	if opts.ObjectClaims {
+		// A client of its own: client-go rate-limits per client, so the
+		// views' writes queue behind each other, not behind anyone else's.
+		cfg := rest.CopyConfig(mgr.GetConfig())
+		cfg.RateLimiter = nil
+		cfg.QPS, cfg.Burst = opts.ObjectClaimsQPS, int(2*opts.ObjectClaimsQPS)
+		o.viewClient, err = client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return nil, fmt.Errorf("observer: ResourceClaim view client: %w", err)
+		}
+		o.views = newViewSet()
+	}
+	return o, nil
 }
 
 // NeedLeaderElection: one writer of observed usage at a time.
@@ -151,8 +181,11 @@ func (o *Observer) Start(ctx context.Context) error {
 		workqueue.TypedRateLimitingQueueConfig[item]{Name: "observer-events"})
 	o.writes = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[ledger.BucketKey](),
 		workqueue.TypedRateLimitingQueueConfig[ledger.BucketKey]{Name: "observer-writes"})
+	o.viewQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "observer-views"})
 	defer o.events.ShutDown()
 	defer o.writes.ShutDown()
+	defer o.viewQueue.ShutDown()
 
 	if err := o.watchFixed(ctx); err != nil {
 		return err
@@ -171,6 +204,7 @@ func (o *Observer) Start(ctx context.Context) error {
 	}
 	o.ready.Store(true)
 	o.enqueueAllBuckets(ctx)
+	o.enqueueAllViews(ctx)
 	o.mu.Lock()
 	evaluated := len(o.known)
 	o.mu.Unlock()
@@ -197,6 +231,14 @@ func (o *Observer) Start(ctx context.Context) error {
 			}
 		})
 	}
+	if o.views != nil {
+		for range 2 {
+			wg.Go(func() {
+				for o.nextView(ctx) {
+				}
+			})
+		}
+	}
 	ticker := time.NewTicker(o.opts.Resync)
 	defer ticker.Stop()
 	for {
@@ -204,6 +246,7 @@ func (o *Observer) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			o.events.ShutDown()
 			o.writes.ShutDown()
+			o.viewQueue.ShutDown()
 			wg.Wait()
 			return nil
 		case <-ticker.C:

@@ -27,7 +27,6 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
-	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
 // Gatekeeper's kinds the observer reads.
@@ -253,10 +252,11 @@ func (p *policy) matchKinds() (kinds []schema.GroupKind, unwatchable []string) {
 }
 
 // evaluate reviews obj as a CREATE of it, with the builtins in observe
-// mode, and returns the claims the constraints asked to reserve and the
+// mode, and returns the claims the constraints asked to reserve (with
+// their metadata) and the
 // messages of any violations (an object a constraint cannot count: it
 // counts nothing for that constraint).
-func (p *policy) evaluate(ctx context.Context, obj *unstructured.Unstructured, mapping *meta.RESTMapping, ns *corev1.Namespace) ([]ledger.Claim, []string, error) {
+func (p *policy) evaluate(ctx context.Context, obj *unstructured.Unstructured, mapping *meta.RESTMapping, ns *corev1.Namespace) ([]builtins.RecordedClaim, []string, error) {
 	raw, err := json.Marshal(obj.Object)
 	if err != nil {
 		return nil, nil, err

@@ -80,4 +80,6 @@ const (
 	ReasonLimitLowered       = "LimitLowered"
 	ReasonPolicyReady        = "PolicyReady"
 	ReasonPolicyDisabled     = "PolicyDisabled"
+	// ReasonObserved: a view claim's object is counted by the observer.
+	ReasonObserved = "Observed"
 )

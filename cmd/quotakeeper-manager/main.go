@@ -48,6 +48,11 @@ import (
 // namespaces (their labels name consumers), and every kind a constraint
 // matches, which can be any kind; narrow the last to your constraints'
 // match.kinds if you prefer.
+//
+// With --object-claims it writes a ResourceClaim view of each counted
+// object, and removes the views of objects gone.
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourceclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourceclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=templates.gatekeeper.sh,resources=constrainttemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=constraints.gatekeeper.sh,resources=*,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -71,6 +76,8 @@ type flags struct {
 	claimConcurrency        int
 	observerResync          time.Duration
 	observerWriteInterval   time.Duration
+	objectClaims            bool
+	objectClaimsQPS         float64
 }
 
 func parseFlags() flags {
@@ -93,6 +100,8 @@ func parseFlags() flags {
 	flag.IntVar(&f.claimConcurrency, "claim-concurrency", 4, "Claims decided at once.")
 	flag.DurationVar(&f.observerResync, "observer-resync", 5*time.Minute, "How often the observer evaluates every object again, correcting whatever an event missed.")
 	flag.DurationVar(&f.observerWriteInterval, "observer-write-interval", 250*time.Millisecond, "Least time between two writes of one bucket's observed usage.")
+	flag.BoolVar(&f.objectClaims, "object-claims", true, "Write one ResourceClaim per counted object and consumer, labelled quota.miloapis.com/view=true, as a view of what it counts (deleting one frees nothing; the observer writes it again). Each costs two writes when its object is first counted.")
+	flag.Float64Var(&f.objectClaimsQPS, "object-claims-qps", 20, "Most ResourceClaim view writes per second (a client of their own: bucket writes never wait for them).")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -209,6 +218,7 @@ func addObserver(mgr ctrl.Manager, f flags) error {
 	o, err := observer.New(mgr, observer.Options{
 		Writer: l, WriterSynced: m.HasSynced, SystemNamespace: f.systemNamespace,
 		Resync: f.observerResync, WriteInterval: f.observerWriteInterval,
+		ObjectClaims: f.objectClaims, ObjectClaimsQPS: float32(f.objectClaimsQPS),
 	})
 	if err != nil {
 		return err

@@ -121,10 +121,17 @@ func TestScalingDownAndUpCountsWhatRuns(t *testing.T) {
 	web := deployment(ns, "web", 3, "500m")
 	create(t, web)
 	waitBucket(t, consumer, rt, 1500, 0)
+	before := waitViewAmount(t, ns, "web", 1500)
 	mustScale(t, web, 2)
 	waitBucket(t, consumer, rt, 1000, 0)
+	// The view follows: its spec is immutable, so it is written again
+	// under the same name.
+	if after := waitViewAmount(t, ns, "web", 1000); after.Name != before.Name || after.UID == before.UID {
+		t.Fatalf("view after the scale: %s (uid %s), want %s written again", after.Name, after.UID, before.Name)
+	}
 	mustScale(t, web, 3)
 	waitBucket(t, consumer, rt, 1500, 0)
+	waitViewAmount(t, ns, "web", 1500)
 
 	// Denied with the observed numbers; a denial holds nothing, so asking
 	// again until Gatekeeper's cache of the bucket has caught up is harmless.

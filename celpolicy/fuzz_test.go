@@ -30,8 +30,9 @@ func FuzzSplitTemplate(f *testing.F) {
 				continue
 			}
 			exprs++
-			inner, ok := strings.CutPrefix(seg.written, "{{")
-			if inner, ok = strings.CutSuffix(inner, "}}"); !ok {
+			inner, open := strings.CutPrefix(seg.written, "{{")
+			inner, closed := strings.CutSuffix(inner, "}}")
+			if !open || !closed {
 				t.Fatalf("%q: expression segment %d not braced: %q", s, i, seg.written)
 			}
 			want := strings.TrimSpace(inner)

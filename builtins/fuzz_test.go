@@ -32,10 +32,7 @@ func FuzzDecodeClaim(f *testing.F) {
 		}
 		c, err := decodeClaim(term)
 		if err != nil {
-			var halt *rego.HaltError
-			if !errors.As(err, &halt) {
-				t.Fatalf("decode error is not a halt: %v", err)
-			}
+			requireHalt(t, err)
 			return
 		}
 		if c.ID == "" {
@@ -93,10 +90,7 @@ func FuzzDecodeQuery(f *testing.F) {
 		}
 		key, err := decodeQuery(term)
 		if err != nil {
-			var halt *rego.HaltError
-			if !errors.As(err, &halt) {
-				t.Fatalf("decode error is not a halt: %v", err)
-			}
+			requireHalt(t, err)
 			return
 		}
 		checkConsumer(t, key.Consumer)
@@ -158,10 +152,7 @@ func callQuantity(t *testing.T, value, unit string) (int64, bool) {
 	t.Helper()
 	out, err := quantity(rego.BuiltinContext{}, ast.StringTerm(value), ast.StringTerm(unit))
 	if err != nil {
-		var halt *rego.HaltError
-		if !errors.As(err, &halt) {
-			t.Fatalf("quantity(%q, %q): error is not a halt: %v", value, unit, err)
-		}
+		requireHalt(t, err)
 		return 0, false
 	}
 	n, ok := out.Value.(ast.Number).Int64()
@@ -180,6 +171,16 @@ func rat(t *testing.T, s string) *big.Rat {
 		t.Fatalf("%q: no exact value", s)
 	}
 	return r
+}
+
+// requireHalt fails unless err halts the policy: a builtin's bad argument
+// must fail the evaluation (and so the admission), never read as undefined.
+func requireHalt(t *testing.T, err error) {
+	t.Helper()
+	var halt *rego.HaltError
+	if !errors.As(err, &halt) {
+		t.Fatalf("error is not a halt: %v", err)
+	}
 }
 
 func checkConsumer(t *testing.T, c ledger.Consumer) {

@@ -21,7 +21,7 @@ GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: all build generate verify lint vet test unit bench testbin gatekeeper manager e2e run load clean help
+.PHONY: all build generate verify lint vet test unit fuzz bench testbin gatekeeper manager e2e run load clean help
 
 all: build
 
@@ -111,6 +111,25 @@ test: verify testbin gatekeeper manager ## Everything CI runs: verify, Rego test
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
 	$(QUOTACTL) verify templates/
 	go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) fuzz FUZZTIME=$(TEST_FUZZTIME)
+
+# Go fuzz targets, package:target. Their seed corpora (testdata/fuzz/<target>/)
+# also run as ordinary tests in every go test; `make fuzz` mutates them for
+# FUZZTIME each, and `make test` runs each one for TEST_FUZZTIME. A failure
+# leaves the input that found it in the package's testdata/fuzz/<target>/:
+# fix the bug and commit that file, a regression seed from then on.
+FUZZ_TARGETS := builtins:FuzzDecodeClaim builtins:FuzzDecodeQuery builtins:FuzzQuantity \
+	celpolicy:FuzzSplitTemplate validation:FuzzValidateGrant validation:FuzzValidateClaim \
+	validation:FuzzValidateRegistration webhooks:FuzzPolicyValidators
+FUZZTIME      ?= 10s
+TEST_FUZZTIME ?= 5s
+
+fuzz: ## Run each fuzz target for FUZZTIME (default 10s; longer: make fuzz FUZZTIME=10m).
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn in ./$$pkg/ for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ./$$pkg/; \
+	done
 
 e2e: testbin gatekeeper manager ## End-to-end tests only: Gatekeeper replicas, the manager and a real control plane.
 	go test $(GO_TEST_FLAGS) -v ./test/e2e/

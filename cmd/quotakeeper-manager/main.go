@@ -28,6 +28,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/observer"
+	"github.com/quotakeeper/quotakeeper/version"
 	"github.com/quotakeeper/quotakeeper/webhooks"
 )
 
@@ -93,9 +94,14 @@ func parseFlags() flags {
 	flag.IntVar(&f.claimConcurrency, "claim-concurrency", 4, "Claims decided at once.")
 	flag.DurationVar(&f.observerResync, "observer-resync", 5*time.Minute, "How often the observer evaluates every object again, correcting whatever an event missed.")
 	flag.DurationVar(&f.observerWriteInterval, "observer-write-interval", 250*time.Millisecond, "Least time between two writes of one bucket's observed usage.")
+	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.String("quotakeeper-manager"))
+		os.Exit(0)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	if f.webhookNamespace == "" {
 		f.webhookNamespace = f.systemNamespace
@@ -194,7 +200,7 @@ func run(f flags) error {
 	}); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "systemNamespace", f.systemNamespace)
+	ctrl.Log.Info("starting manager", "version", version.Version, "systemNamespace", f.systemNamespace)
 	return mgr.Start(ctx)
 }
 

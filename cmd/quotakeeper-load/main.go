@@ -42,6 +42,7 @@ import (
 	"time"
 
 	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/version"
 )
 
 type config struct {
@@ -72,7 +73,12 @@ func main() {
 	flag.DurationVar(&cfg.audit, "audit-interval", 60*time.Second, "Gatekeeper's audit interval (60 s is Gatekeeper's default)")
 	flag.DurationVar(&cfg.quiesce, "quiesce-timeout", 5*time.Minute, "how long a quota phase may take to settle (usage equal to the live objects, no reservations) before it fails")
 	flag.DurationVar(&cfg.requestTimeout, "request-timeout", 30*time.Second, "client timeout of one create")
+	printVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.String("quotakeeper-load"))
+		return
+	}
 
 	var err error
 	if cfg.replicas, err = parseInts(replicas); err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/version"
 )
 
 func main() {
@@ -29,7 +30,12 @@ func main() {
 	replicas := flag.Int("gatekeeper-replicas", 1, "Gatekeeper processes behind the webhook load balancer")
 	samples := flag.String("samples", filepath.Join(root, "config", "samples"), "example objects to apply")
 	interval := flag.Duration("interval", 2*time.Second, "how often to refresh the usage table")
+	printVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.String("quotakeeper-local"))
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -28,6 +28,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/observer"
+	"github.com/quotakeeper/quotakeeper/version"
 	"github.com/quotakeeper/quotakeeper/webhooks"
 )
 
@@ -102,9 +103,14 @@ func parseFlags() flags {
 	flag.DurationVar(&f.observerWriteInterval, "observer-write-interval", 250*time.Millisecond, "Least time between two writes of one bucket's observed usage.")
 	flag.BoolVar(&f.objectClaims, "object-claims", true, "Write one ResourceClaim per counted object and consumer, labelled quota.miloapis.com/view=true, as a view of what it counts (deleting one frees nothing; the observer writes it again). Each costs two writes when its object is first counted.")
 	flag.Float64Var(&f.objectClaimsQPS, "object-claims-qps", 20, "Most ResourceClaim view writes per second (a client of their own: bucket writes never wait for them).")
+	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.String("quotakeeper-manager"))
+		os.Exit(0)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	if f.webhookNamespace == "" {
 		f.webhookNamespace = f.systemNamespace
@@ -203,7 +209,7 @@ func run(f flags) error {
 	}); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "systemNamespace", f.systemNamespace)
+	ctrl.Log.Info("starting manager", "version", version.Version, "systemNamespace", f.systemNamespace)
 	return mgr.Start(ctx)
 }
 

@@ -195,9 +195,7 @@ api_group_of(gv) := parts[0] if {
 } else := ""
 
 # Why a checked Scale cannot be reviewed; undefined when it can.
-scale_error := sprintf("cannot check the scale of %s %q: it is not in Gatekeeper's synced inventory (sync %s %s)", [
-	scale_target.kind, scale_name, scale_group_version, scale_target.kind,
-]) if {
+scale_error := sprintf("cannot check the scale of %s %q: it is not in Gatekeeper's synced inventory (sync %s %s)", [scale_target.kind, scale_name, scale_group_version, scale_target.kind]) if {
 	not scale_synced
 } else := sprintf("cannot check the scale of %s %q: Gatekeeper's synced copy is at resourceVersion %s, the %s at %s; retry", [
 	scale_target.kind, scale_name,

@@ -529,6 +529,7 @@ test_scale_that_does_not_add_replicas_is_not_checked if {
 		i := inp(scale_of_web(3, to), cpu_with_scale)
 		count(scale_msgs) == 0 with input as i with data.inventory as {} with quota.reserve as echo
 	}
+
 	# spec.replicas 0 is omitted from a Scale.
 	from_zero := scale_review("req-s", deployments, scale_at(2, "41"), json.remove(scale_at(0, "41"), ["spec/replicas"]))
 	scale_msgs == {"quota exceeded for Namespace team-a: reserved uid-web/5/1000 1000"} with input as inp(from_zero, cpu_with_scale)

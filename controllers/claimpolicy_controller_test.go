@@ -39,7 +39,7 @@ func wantConstraint(t *testing.T, p *quotav1alpha1.ClaimCreationPolicy) *unstruc
 		}
 		var err error
 		if got, err = constraintOf(p.Name); err != nil || got == nil {
-			return fmt.Errorf("no constraint (%v)", err)
+			return fmt.Errorf("no constraint (%w)", err)
 		}
 		spec := map[string]any{
 			"enforcementAction": "deny",
@@ -101,7 +101,7 @@ func TestClaimPolicyConstraintFollowsThePolicy(t *testing.T) {
 		testenv.Eventually(t, settle, "a new constraint", func() error {
 			got, err := constraintOf(p.Name)
 			if err != nil || got == nil || got.GetUID() == c.GetUID() {
-				return fmt.Errorf("not recreated yet (%v)", err)
+				return fmt.Errorf("not recreated yet (%w)", err)
 			}
 			return nil
 		})

@@ -104,7 +104,7 @@ func TestClaimCreationPolicyAdmitsUpToTheGrant(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "the view of the deleted cm-1 gone", func() error {
 		err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(cm1), &quotav1alpha1.ResourceClaim{})
 		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v)", err)
+			return fmt.Errorf("still there (%w)", err)
 		}
 		return nil
 	})

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,24 +39,7 @@ func claimPolicy(t *testing.T, p *quotav1alpha1.ClaimCreationPolicy) {
 		}
 		return nil
 	})
-	testenv.Eventually(t, 2*time.Minute, "constraint of "+p.Name+" enforced by every replica", func() error {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(claimpolicies.ConstraintGVK)
-		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: p.Name}, got); err != nil {
-			return err
-		}
-		byPod, _, _ := unstructured.NestedSlice(got.Object, "status", "byPod")
-		enforced := 0
-		for _, p := range byPod {
-			if e, _, _ := unstructured.NestedBool(p.(map[string]any), "enforced"); e {
-				enforced++
-			}
-		}
-		if enforced < len(cluster.Gatekeepers) {
-			return fmt.Errorf("enforced by %d of %d replicas", enforced, len(cluster.Gatekeepers))
-		}
-		return nil
-	})
+	waitEnforced(t, claimpolicies.ConstraintGVK, p.Name)
 }
 
 // Done when: a ClaimCreationPolicy with a grant of 2 admits two objects

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
@@ -125,6 +127,10 @@ type Observer struct {
 	viewClient client.Client
 	views      *viewSet // guarded by mu
 
+	// claimPolicies are the ClaimCreationPolicies quota.policy_claim
+	// renders in this process.
+	claimPolicies *claimpolicies.Set
+
 	mu        sync.Mutex
 	tally     *Tally
 	known     map[string]item                        // tally refs
@@ -153,6 +159,12 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		watched:   map[schema.GroupKind]*meta.RESTMapping{},
 		informed:  map[schema.GroupVersionKind]bool{},
 		lastWrite: map[ledger.BucketKey]time.Time{},
+	}
+	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
+	// the same ones Gatekeeper holds, from this manager's cache.
+	o.claimPolicies = claimpolicies.NewSet()
+	if err := o.claimPolicies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
+		return nil, fmt.Errorf("observer: %w", err)
 	}
 	if opts.ObjectClaims {
 		// A client of its own: client-go rate-limits per client, so the
@@ -190,6 +202,8 @@ func (o *Observer) Start(ctx context.Context) error {
 	if err := o.watchFixed(ctx); err != nil {
 		return err
 	}
+	builtins.UseClaimPolicies(o.claimPolicies)
+	defer builtins.UseClaimPolicies(nil)
 	loadStart := time.Now()
 	if err := o.initialLoad(ctx); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/tools/events"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,12 +112,13 @@ var claimGVK = quotav1alpha1.GroupVersion.WithKind("ResourceClaim")
 // Observer keeps every bucket's observed usage equal to the live objects
 // (package doc). It is a leader-only manager Runnable.
 type Observer struct {
-	opts   Options
-	cache  cache.Cache
-	live   client.Reader // expiry look-ups must not trust a lagging cache
-	mapper meta.RESTMapper
-	policy *policy
-	log    logr.Logger
+	opts     Options
+	cache    cache.Cache
+	live     client.Reader // expiry look-ups must not trust a lagging cache
+	mapper   meta.RESTMapper
+	policy   *policy
+	log      logr.Logger
+	recorder events.EventRecorder
 
 	events workqueue.TypedRateLimitingInterface[item]
 	writes workqueue.TypedRateLimitingInterface[ledger.BucketKey]
@@ -153,6 +155,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	o := &Observer{
 		opts: opts, cache: mgr.GetCache(), live: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), policy: p,
 		log:       mgr.GetLogger().WithName("observer"),
+		recorder:  mgr.GetEventRecorder("quotakeeper-observer"),
 		tally:     NewTally(),
 		known:     map[string]item{},
 		stamps:    map[string]stamp{},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	eventsv1 "k8s.io/api/events/v1"
 	"maps"
 	"os"
 	"os/exec"
@@ -165,6 +166,23 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		reserve(ctx, t, short, ghost)
 		eventuallyNoReservations(t, k8s, namespaceConsumer("team-b"), rtNamespace)
 		eventuallyBucket(t, namespaceConsumer("team-b"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
+		// The bucket says which reservation went, and why.
+		want := "reservation 4f1c6a0e-ghost of 1 for ConfigMap team-b/ghost expired: the object was never counted " +
+			"(its request failed after admission, or a later update was rejected)"
+		testenv.Eventually(t, 30*time.Second, "ReservationExpired event", func() error {
+			var list eventsv1.EventList
+			if err := k8s.List(ctx, &list, client.InNamespace("team-b")); err != nil {
+				return err
+			}
+			var seen []string
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "AllowanceBucket" && e.Type == corev1.EventTypeWarning && e.Reason == "ReservationExpired" && e.Action == "Expire" && e.Note == want {
+					return nil
+				}
+				seen = append(seen, e.Reason+": "+e.Note)
+			}
+			return fmt.Errorf("no ReservationExpired event; events %q", seen)
+		})
 	})
 
 	t.Run("a warn constraint holds nothing", func(t *testing.T) {

@@ -84,9 +84,13 @@ func (r *claimPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Req
 		return reconcile.Result{}, err
 	}
 	started, err := r.watchConstraints(ctx)
-	// A constraint deleted or edited while the new watch was still listing
-	// sent it no event: once it has synced, look at this policy once more.
-	return reconcile.Result{Requeue: started}, err
+	if started {
+		// A constraint deleted or edited while the new watch was still
+		// listing sent it no event: now it has synced, look at this policy
+		// once more.
+		return reconcile.Result{RequeueAfter: time.Millisecond}, err
+	}
+	return reconcile.Result{}, err
 }
 
 // removeConstraint deletes the constraint of the policy of that name, if

@@ -20,6 +20,7 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // Writer writes a bucket's observation; *ledger.Ledger is one.
@@ -132,6 +133,10 @@ type Observer struct {
 	watched   map[schema.GroupKind]*meta.RESTMapping // kinds with an informer
 	informed  map[schema.GroupVersionKind]bool       // informers with our handler
 	lastWrite map[ledger.BucketKey]time.Time
+	// For the observer lag metric: when each queued object or claim event
+	// arrived, and since when each bucket has had a change to write.
+	eventAt    map[item]time.Time
+	dirtySince map[ledger.BucketKey]time.Time
 }
 
 // New returns an Observer reading through mgr's cache. Add it to mgr.
@@ -153,6 +158,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		watched:   map[schema.GroupKind]*meta.RESTMapping{},
 		informed:  map[schema.GroupVersionKind]bool{},
 		lastWrite: map[ledger.BucketKey]time.Time{},
+		eventAt:   map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
 	}
 	if opts.ObjectClaims {
 		// A client of its own: client-go rate-limits per client, so the
@@ -212,10 +218,12 @@ func (o *Observer) Start(ctx context.Context) error {
 
 	evaluate := func(it item) error { return o.process(ctx, it) }
 	evaluateFailed := func(it item, err error) {
+		metrics.ObserverError(metrics.OperationEvaluate)
 		o.log.Error(err, "observing", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
 	}
 	write := func(key ledger.BucketKey) error { return o.write(ctx, key) }
 	writeFailed := func(key ledger.BucketKey, err error) {
+		metrics.ObserverError(metrics.OperationWrite)
 		o.log.Error(err, "writing observed usage", "bucket", key.Name())
 	}
 	var wg sync.WaitGroup

@@ -18,6 +18,7 @@ import (
 	"fmt"
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/controller"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -26,6 +27,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/metrics"
 	"github.com/quotakeeper/quotakeeper/version"
 )
 
@@ -56,6 +58,12 @@ func Install(scheme *runtime.Scheme) {
 func AddToManager(mgr manager.Manager) error {
 	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version,
 		"systemNamespace", *systemNamespace, "reservationTTL", reservationTTL.String())
+	// Gatekeeper's Prometheus exporter serves the default gatherer
+	// (promhttp.Handler) on its --prometheus-port: registered there, the
+	// plugin's metrics appear next to Gatekeeper's own.
+	if err := metrics.RegisterGatekeeper(prometheus.DefaultRegisterer); err != nil {
+		return fmt.Errorf("quotakeeper metrics: %w", err)
+	}
 	l, m, err := grants.NewLedger(mgr, *systemNamespace, ledger.WithReservationTTL(*reservationTTL))
 	if err != nil {
 		return fmt.Errorf("quotakeeper ledger: %w", err)

@@ -73,6 +73,7 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are s
 	$(QUOTACTL) opa fmt --list --fail rego/
 	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/
 	$(PROMTOOL) check rules config/prometheus/rules.yaml
+	kubectl kustomize config/default > /dev/null
 
 lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml's linters.
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
@@ -125,7 +126,7 @@ gatekeeper: $(GATEKEEPER) ## Gatekeeper v3.23.1 with quotakeeper's builtins and 
 # with one file of ours laid over it. vendor/ is removed afterwards: while it
 # exists every go command defaults to -mod=vendor, and a go.mod change would
 # then break all builds until someone re-vendored.
-$(GATEKEEPER): go.mod go.sum $(shell find plugin builtins ledger metrics names grants api hack/gatekeeper -name '*.go' 2>/dev/null)
+$(GATEKEEPER): go.mod go.sum $(shell find plugin builtins claimpolicies celpolicy ledger metrics names grants api hack/gatekeeper -name '*.go' 2>/dev/null)
 	go mod vendor
 	hack/gatekeeper/overlay.sh > $(BIN)/gatekeeper-overlay.json
 	$(STATIC) go build -mod=vendor -tags quotakeeper_overlay -overlay $(BIN)/gatekeeper-overlay.json \

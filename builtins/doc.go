@@ -3,6 +3,7 @@
 //	quota.reserve(claim)        reserve a claim, all or nothing; returns the decision
 //	quota.usage(query)          read one bucket's limit, allocated, reserved, available
 //	quota.quantity(value, unit) a Kubernetes quantity as a whole number of unit, rounded up
+//	quota.policy_claim(request) what a ClaimCreationPolicy claims for one object
 //
 // The argument and result shapes are documented in docs/policy-authoring.md
 // and on each declaration (see Capabilities).
@@ -16,8 +17,9 @@
 //
 // Which ledger the builtins use is the hosting process's choice, made with
 // Use: a memory-store ledger for quotactl and tests, the Kubernetes store
-// inside Gatekeeper. It is a package-level setting because OPA gives a
-// builtin no other way to reach process state.
+// inside Gatekeeper. The ClaimCreationPolicies quota.policy_claim renders
+// are set the same way, with UseClaimPolicies. Both are package-level
+// settings because OPA gives a builtin no other way to reach process state.
 //
 // # Failing closed
 //
@@ -28,4 +30,12 @@
 // evaluation instead, and the frameworks driver turns it into a violation
 // carrying the error message, so Gatekeeper denies. A refused reservation is
 // not an error: quota.reserve returns a decision with granted false.
+//
+// A halt ends the evaluation of every constraint of the template at once:
+// the driver gives each of them the one error as its violation. That is
+// right for a failure no constraint can get past (the store is down), wrong
+// for one constraint's own problem. So quota.policy_claim answers a
+// policy's problem (a CEL error for this object, a policy not found) with
+// {"error": msg}, which the template reports as its own constraint's
+// violation, and halts only for what concerns every policy.
 package builtins

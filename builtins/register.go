@@ -19,6 +19,8 @@ const (
 	ReserveName  = "quota.reserve"
 	UsageName    = "quota.usage"
 	QuantityName = "quota.quantity"
+	// PolicyClaimName renders a ClaimCreationPolicy's claim for one object.
+	PolicyClaimName = "quota.policy_claim"
 )
 
 var anyObject = types.NewObject(nil, types.NewDynamicProperty(types.S, types.A))
@@ -62,7 +64,24 @@ var (
 			types.Named("amount", types.N).Description("the value in whole units, rounded up"),
 		),
 	}
-	functions = []*rego.Function{reserveFunction, usageFunction, quantityFunction}
+	policyClaimFunction = &rego.Function{
+		Name: PolicyClaimName,
+		Description: "Renders what the named ClaimCreationPolicy claims for an object: its conditions and claim template in CEL, " +
+			"with the variables trigger (the object), user and requestInfo (from the request). " +
+			"Returns {applies: false} when the policy does not apply, {applies: true, claim: {requests, metadata}} when it does, " +
+			"and {error} when it cannot decide (not found, not loaded at the generation asked for, a CEL error). " +
+			"Halts on invalid input or when the process has no policies.",
+		Decl: types.NewFunction(
+			types.Args(types.Named("request", anyObject).Description(
+				"{policy, generation, object, request: {operation, userInfo, resource, subResource, namespace, name, dryRun}}")),
+			types.Named("result", anyObject).Description(
+				"{applies, claim: {requests: [{consumer, resourceType, amount, dimensions}], metadata: {name, generateName, namespace, labels, annotations}}} or {error}"),
+		),
+		// Nondeterministic: the result depends on the policies the process
+		// holds, which change; partial evaluation must not fold it.
+		Nondeterministic: true,
+	}
+	functions = []*rego.Function{reserveFunction, usageFunction, quantityFunction, policyClaimFunction}
 )
 
 var registerOnce sync.Once
@@ -75,6 +94,7 @@ func Register() {
 		rego.RegisterBuiltin1(reserveFunction, reserve)
 		rego.RegisterBuiltin1(usageFunction, usage)
 		rego.RegisterBuiltin2(quantityFunction, quantity)
+		rego.RegisterBuiltin1(policyClaimFunction, policyClaim)
 	})
 }
 

@@ -33,8 +33,10 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	if err != nil {
 		return halt(metrics.CauseNotReady, err)
 	}
+	ctx, cancel := withDeadline(bctx.Context)
+	defer cancel()
 	start := time.Now()
-	d, err := l.Reserve(bctx.Context, claim)
+	d, err := l.Reserve(ctx, claim)
 	if err != nil {
 		if h := validationHalt("claim", err); h != nil {
 			return halt(metrics.CauseInvalidInput, h)

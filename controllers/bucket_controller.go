@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,12 +38,14 @@ type bucketRequest struct {
 // only through the ledger.
 type bucketReconciler struct {
 	client          client.Client
+	events          events.EventRecorder
 	ledger          *ledger.Ledger
 	mirror          *grants.Mirror
 	systemNamespace string
 }
 
 func (r *bucketReconciler) setup(mgr ctrl.Manager) error {
+	r.events = mgr.GetEventRecorder("quotakeeper-bucket")
 	return builder.TypedControllerManagedBy[bucketRequest](mgr).
 		Named("bucket").
 		Watches(&quotav1alpha1.AllowanceBucket{}, handler.TypedEnqueueRequestsFromMapFunc(
@@ -95,8 +99,32 @@ func (r *bucketReconciler) reconcileBucket(ctx context.Context, key ledger.Bucke
 		return nil // the common case: decided from the cache alone
 	}
 	// Writes the new limit; creates the bucket only if a grant applies.
-	_, err = r.ledger.Refresh(ctx, key)
-	return err
+	b, err := r.ledger.Refresh(ctx, key)
+	if err != nil || obj == nil {
+		return err
+	}
+	r.recordLimitChange(obj, b)
+	return nil
+}
+
+// recordLimitChange records an Event on the bucket when its new limit puts
+// it over what its objects already use, or back within it: the moment an
+// administrator lowering a grant needs to hear that nothing more will be
+// admitted. (Usage growing past the limit is the observer's to see.)
+func (r *bucketReconciler) recordLimitChange(before *quotav1alpha1.AllowanceBucket, after ledger.Bucket) {
+	u, err := after.Usage()
+	if err != nil {
+		return
+	}
+	wasOver, isOver := before.Status.Allocated > before.Status.Limit, u.Allocated > u.Limit
+	switch {
+	case isOver && !wasOver:
+		r.events.Eventf(before, nil, corev1.EventTypeWarning, quotav1alpha1.ReasonLimitLowered, actionSetLimit,
+			"limit lowered to %d, below the %d allocated: nothing more is admitted until usage falls below it", u.Limit, u.Allocated)
+	case wasOver && !isOver:
+		r.events.Eventf(before, nil, corev1.EventTypeNormal, quotav1alpha1.ReasonWithinLimit, actionSetLimit,
+			"limit raised to %d: allocated %d is within it again", u.Limit, u.Allocated)
+	}
 }
 
 // limitRecorded reports whether a bucket (nil: absent) already records

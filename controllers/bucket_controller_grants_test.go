@@ -116,10 +116,17 @@ func TestLoweringGrantsRevokesNothing(t *testing.T) {
 	if msg != "allocated 4 exceeds the limit 1: existing claims are kept, new ones are refused until usage falls below the limit" {
 		t.Fatalf("OverLimit message %q", msg)
 	}
+	wantEvent(t, b, "Warning", quotav1alpha1.ReasonLimitLowered, "SetLimit",
+		"limit lowered to 1, below the 4 allocated: nothing more is admitted until usage falls below it")
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil || grantedCondition(claim).Status != metav1.ConditionTrue {
 		t.Fatalf("claim after the limit fell: %v %+v", err, grantedCondition(claim))
 	}
 	requireAgreement(t, acme)
+
+	// A grant that lifts the limit back says so too.
+	newGrant(t, "t2-c", acme, builders.Allowance(rt, 3))
+	b = wantBucket(t, key, usage{4, 4, 0, 0})
+	wantEvent(t, b, "Normal", quotav1alpha1.ReasonWithinLimit, "SetLimit", "limit raised to 4: allocated 4 is within it again")
 }
 
 // Buckets are pre-created for amounts whose selector pins one dimension

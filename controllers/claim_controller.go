@@ -6,7 +6,9 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +45,7 @@ import (
 // nothing.
 type claimReconciler struct {
 	client          client.Client
+	events          events.EventRecorder
 	ledger          *ledger.Ledger
 	mirror          *grants.Mirror
 	systemNamespace string
@@ -51,6 +54,7 @@ type claimReconciler struct {
 }
 
 func (r *claimReconciler) setup(mgr ctrl.Manager) error {
+	r.events = mgr.GetEventRecorder("quotakeeper-claim")
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("claim").
 		// Views are the observer's: they hold nothing and are never decided.
@@ -164,6 +168,11 @@ func (r *claimReconciler) writeStatus(ctx context.Context, c *quotav1alpha1.Reso
 	err := r.client.Status().Update(ctx, c)
 	if apierrors.IsNotFound(err) {
 		return nil
+	}
+	if err == nil {
+		if cond := meta.FindStatusCondition(st.Conditions, quotav1alpha1.ConditionGranted); cond != nil {
+			recordCondition(r.events, c, *cond, actionDecide)
+		}
 	}
 	return ignoreConflict(err)
 }

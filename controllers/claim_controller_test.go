@@ -31,6 +31,7 @@ func TestClaimsAreAllOrNothing(t *testing.T) {
 	if c := grantedCondition(first); c.Status != metav1.ConditionTrue || c.Reason != quotav1alpha1.ReasonQuotaAvailable {
 		t.Fatalf("first claim: %+v", c)
 	}
+	wantEvent(t, first, "Normal", quotav1alpha1.ReasonQuotaAvailable, "Decide", grantedCondition(first).Message)
 	after := map[string]usage{clusters: {3, 0, 2, 1}, users: {15, 0, 5, 10}, projects: {5, 0, 1, 4}}
 	for rt, u := range after {
 		wantBucket(t, bucketKey(acme, rt, nil), u)
@@ -42,6 +43,8 @@ func TestClaimsAreAllOrNothing(t *testing.T) {
 		c.Message != "quota exceeded: requested 20 of t4.example.com/users, available 10 of 15 (allocated 0, reserved 5)" {
 		t.Fatalf("second claim: %+v", c)
 	}
+	wantEvent(t, second, "Warning", quotav1alpha1.ReasonQuotaExceeded, "Decide",
+		"quota exceeded: requested 20 of t4.example.com/users, available 10 of 15 (allocated 0, reserved 5)")
 	for _, a := range second.Status.Allocations {
 		if a.Status != quotav1alpha1.AllocationDenied || a.AllocatedAmount != 0 {
 			t.Fatalf("a request of a denied claim was not denied: %+v", a)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -34,10 +35,12 @@ import (
 // overflowing set from ever counting.
 type grantReconciler struct {
 	client          client.Client
+	events          events.EventRecorder
 	systemNamespace string
 }
 
 func (r *grantReconciler) setup(mgr ctrl.Manager) error {
+	r.events = mgr.GetEventRecorder("quotakeeper-grant")
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("grant").
 		For(&quotav1alpha1.ResourceGrant{}).
@@ -121,8 +124,15 @@ func (r *grantReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, nil
 	}
 	g.Status.ObservedGeneration = g.Generation
+	changed := conditionDiffers(g.Status.Conditions, cond)
 	meta.SetStatusCondition(&g.Status.Conditions, cond)
-	return reconcile.Result{}, ignoreConflict(r.client.Status().Update(ctx, g))
+	if err := r.client.Status().Update(ctx, g); err != nil {
+		return reconcile.Result{}, ignoreConflict(err)
+	}
+	if changed {
+		recordCondition(r.events, g, cond, actionJudge)
+	}
+	return reconcile.Result{}, nil
 }
 
 func activeGrantMessage(g *quotav1alpha1.ResourceGrant) string {

@@ -37,6 +37,7 @@ func TestGrantThatWouldOverflowItsConsumerIsNotActive(t *testing.T) {
 		if msg != want {
 			t.Fatalf("Active message:\n got %s\nwant %s", msg, want)
 		}
+		wantEvent(t, more, "Warning", quotav1alpha1.ReasonLimitOverflow, "Judge", want)
 	})
 	waitCondition(t, big, quotav1alpha1.ConditionActive, metav1.ConditionTrue, quotav1alpha1.ReasonGrantActive)
 	b := wantBucket(t, key, usage{math.MaxInt64, 0, 0, math.MaxInt64})
@@ -51,5 +52,6 @@ func TestGrantThatWouldOverflowItsConsumerIsNotActive(t *testing.T) {
 	if msg := waitCondition(t, more, quotav1alpha1.ConditionActive, metav1.ConditionTrue, quotav1alpha1.ReasonGrantActive); msg != "grants ovf.example.com/projects 1" {
 		t.Fatalf("Active message %q", msg)
 	}
+	wantEvent(t, more, "Normal", quotav1alpha1.ReasonGrantActive, "Judge", "grants ovf.example.com/projects 1")
 	wantBucket(t, key, usage{1, 0, 0, 1})
 }

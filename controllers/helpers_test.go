@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	eventsv1 "k8s.io/api/events/v1"
 	"slices"
 	"strings"
 	"testing"
@@ -334,4 +335,27 @@ func createConfigMapRegistration(ctx context.Context) error {
 		},
 	}
 	return k8s.Create(ctx, reg)
+}
+
+// wantEvent waits for the Event recorded on obj with the given type and
+// reason, and checks its action and note.
+func wantEvent(t *testing.T, obj client.Object, eventType, reason, action, note string) {
+	t.Helper()
+	testenv.Eventually(t, settle, fmt.Sprintf("%s event on %s", reason, obj.GetName()), func() error {
+		var list eventsv1.EventList
+		if err := k8s.List(ctx, &list, client.InNamespace(obj.GetNamespace())); err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range list.Items {
+			if e.Regarding.UID != obj.GetUID() {
+				continue
+			}
+			if e.Type == eventType && e.Reason == reason && e.Action == action && e.Note == note {
+				return nil
+			}
+			seen = append(seen, fmt.Sprintf("%s/%s/%s: %s", e.Type, e.Reason, e.Action, e.Note))
+		}
+		return fmt.Errorf("no %s/%s/%s event %q on %s; it has %q", eventType, reason, action, note, obj.GetName(), seen)
+	})
 }

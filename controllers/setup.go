@@ -39,6 +39,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		{"effective", (&effectiveReconciler{client: c}).setup},
 		{"grant creation policy", (&policyReconciler{client: c, mapper: mgr.GetRESTMapper(), kind: grantPolicyKind}).setup},
 		{"claim creation policy", (&policyReconciler{client: c, mapper: mgr.GetRESTMapper(), kind: claimPolicyKind}).setup},
+		{"claim creation policy constraint", (&claimPolicyReconciler{client: c, cache: mgr.GetCache()}).setup},
 	}
 	for _, s := range steps {
 		if err := s.setup(mgr); err != nil {

@@ -8,7 +8,10 @@
 // Gatekeeper's admission target — as a synthetic CREATE, with the quota
 // builtins in observe mode (builtins.WithRecorder): quota.reserve records
 // the claim and grants it, so what an object counts is exactly what its
-// admission would reserve. It keeps per object what it counts (Tally),
+// admission would reserve (a QuotaClaimPolicy constraint's builtin renders
+// its ClaimCreationPolicy from the policies this process holds, package
+// claimpolicies over the manager's cache, with no requester: an empty
+// user). It keeps per object what it counts (Tally),
 // and writes each changed bucket through ledger.Observe at most once per
 // write interval, with the latest sums. In the same write it removes the
 // reservations it now counts (fold) and those that expired with no object

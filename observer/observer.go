@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/tools/events"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/metrics"
 )
@@ -110,12 +113,13 @@ var claimGVK = quotav1alpha1.GroupVersion.WithKind("ResourceClaim")
 // Observer keeps every bucket's observed usage equal to the live objects
 // (package doc). It is a leader-only manager Runnable.
 type Observer struct {
-	opts   Options
-	cache  cache.Cache
-	live   client.Reader // expiry look-ups must not trust a lagging cache
-	mapper meta.RESTMapper
-	policy *policy
-	log    logr.Logger
+	opts     Options
+	cache    cache.Cache
+	live     client.Reader // expiry look-ups must not trust a lagging cache
+	mapper   meta.RESTMapper
+	policy   *policy
+	log      logr.Logger
+	recorder events.EventRecorder
 
 	events workqueue.TypedRateLimitingInterface[item]
 	writes workqueue.TypedRateLimitingInterface[ledger.BucketKey]
@@ -125,6 +129,10 @@ type Observer struct {
 	viewQueue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	viewClient client.Client
 	views      *viewSet // guarded by mu
+
+	// claimPolicies are the ClaimCreationPolicies quota.policy_claim
+	// renders in this process.
+	claimPolicies *claimpolicies.Set
 
 	mu        sync.Mutex
 	tally     *Tally
@@ -152,6 +160,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	o := &Observer{
 		opts: opts, cache: mgr.GetCache(), live: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), policy: p,
 		log:       mgr.GetLogger().WithName("observer"),
+		recorder:  mgr.GetEventRecorder("quotakeeper-observer"),
 		tally:     NewTally(),
 		known:     map[string]item{},
 		stamps:    map[string]stamp{},
@@ -159,6 +168,12 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		informed:  map[schema.GroupVersionKind]bool{},
 		lastWrite: map[ledger.BucketKey]time.Time{},
 		eventAt:   map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
+	}
+	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
+	// the same ones Gatekeeper holds, from this manager's cache.
+	o.claimPolicies = claimpolicies.NewSet()
+	if err := o.claimPolicies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
+		return nil, fmt.Errorf("observer: %w", err)
 	}
 	if opts.ObjectClaims {
 		// A client of its own: client-go rate-limits per client, so the
@@ -196,6 +211,8 @@ func (o *Observer) Start(ctx context.Context) error {
 	if err := o.watchFixed(ctx); err != nil {
 		return err
 	}
+	builtins.UseClaimPolicies(o.claimPolicies)
+	defer builtins.UseClaimPolicies(nil)
 	loadStart := time.Now()
 	if err := o.initialLoad(ctx); err != nil {
 		return err

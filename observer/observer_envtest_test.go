@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	eventsv1 "k8s.io/api/events/v1"
 	"maps"
 	"os"
 	"os/exec"
@@ -17,15 +18,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	constraintclient "github.com/open-policy-agent/frameworks/constraint/pkg/client"
-	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
-	"github.com/open-policy-agent/gatekeeper/v3/apis"
-	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/reader"
-	"github.com/open-policy-agent/gatekeeper/v3/pkg/target"
-	"github.com/open-policy-agent/gatekeeper/v3/pkg/util"
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,7 +40,6 @@ import (
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
-	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/names"
 	"github.com/quotakeeper/quotakeeper/observer"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
@@ -173,6 +166,23 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		reserve(ctx, t, short, ghost)
 		eventuallyNoReservations(t, k8s, namespaceConsumer("team-b"), rtNamespace)
 		eventuallyBucket(t, namespaceConsumer("team-b"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
+		// The bucket says which reservation went, and why.
+		want := "reservation 4f1c6a0e-ghost of 1 for ConfigMap team-b/ghost expired: the object was never counted " +
+			"(its request failed after admission, or a later update was rejected)"
+		testenv.Eventually(t, 30*time.Second, "ReservationExpired event", func() error {
+			var list eventsv1.EventList
+			if err := k8s.List(ctx, &list, client.InNamespace("team-b")); err != nil {
+				return err
+			}
+			var seen []string
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "AllowanceBucket" && e.Type == corev1.EventTypeWarning && e.Reason == "ReservationExpired" && e.Action == "Expire" && e.Note == want {
+					return nil
+				}
+				seen = append(seen, e.Reason+": "+e.Note)
+			}
+			return fmt.Errorf("no ReservationExpired event; events %q", seen)
+		})
 	})
 
 	t.Run("a warn constraint holds nothing", func(t *testing.T) {
@@ -425,39 +435,9 @@ func installPolicy(ctx context.Context, t *testing.T, env *testenv.Env) {
 	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{gkCRD}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatal(err)
 	}
-	objs, err := localcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "templates", "quotaentity", "template.yaml"))
-	if err != nil || len(objs) != 1 {
-		t.Fatalf("read template: %v (%d objects)", err, len(objs))
-	}
-	tmplObj := objs[0]
-
 	// The constraint CRD, as Gatekeeper's template controller makes it.
-	scheme := runtime.NewScheme()
-	if err := apis.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := reader.ToTemplate(scheme, tmplObj)
+	tmplObj, tmpl, err := testenv.InstallConstraintCRD(ctx, env.Config, "quotaentity")
 	if err != nil {
-		t.Fatal(err)
-	}
-	driver, err := rego.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := constraintclient.NewClient(constraintclient.Targets(&target.K8sValidationTarget{}), constraintclient.Driver(driver),
-		constraintclient.EnforcementPoints(util.WebhookEnforcementPoint))
-	if err != nil {
-		t.Fatal(err)
-	}
-	internal, err := cc.CreateCRD(ctx, tmpl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := apiextensionsv1.Convert_apiextensions_CustomResourceDefinition_To_v1_CustomResourceDefinition(internal, crd, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: []*apiextensionsv1.CustomResourceDefinition{crd}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Client.Create(ctx, tmplObj); err != nil {

@@ -2,6 +2,9 @@ package observer
 
 import (
 	"context"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"path"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,7 +35,7 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 		o.writes.AddAfter(key, wait)
 		return nil
 	}
-	bucket, exists, err := o.cachedBucket(ctx, key)
+	obj, bucket, exists, err := o.cachedBucket(ctx, key)
 	if err != nil {
 		return err
 	}
@@ -71,6 +74,7 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 		o.stillDirty(key, since, changed)
 		return err
 	}
+	o.recordExpired(obj, bucket, plan.Expire)
 	if changed {
 		metrics.ObserverLag(time.Since(since))
 	}
@@ -96,9 +100,9 @@ func (o *Observer) stillDirty(key ledger.BucketKey, since time.Time, changed boo
 	o.mu.Unlock()
 }
 
-// cachedBucket returns the bucket's reservations as the cache has them, and
-// whether the bucket exists there.
-func (o *Observer) cachedBucket(ctx context.Context, key ledger.BucketKey) ([]ledger.Reservation, bool, error) {
+// cachedBucket returns the bucket and its reservations as the cache has
+// them, and whether the bucket exists there.
+func (o *Observer) cachedBucket(ctx context.Context, key ledger.BucketKey) (*quotav1alpha1.AllowanceBucket, []ledger.Reservation, bool, error) {
 	obj := &quotav1alpha1.AllowanceBucket{}
 	nn := types.NamespacedName{
 		Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(key.Consumer), o.opts.SystemNamespace),
@@ -106,16 +110,38 @@ func (o *Observer) cachedBucket(ctx context.Context, key ledger.BucketKey) ([]le
 	}
 	if err := o.cache.Get(ctx, nn, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, false, nil
+			return nil, nil, false, nil
 		}
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	out := make([]ledger.Reservation, 0, len(obj.Status.Reservations))
 	for _, r := range obj.Status.Reservations {
 		out = append(out, ledger.Reservation{ClaimID: r.ID, Object: ledgerconv.Object(r.Object), Amount: r.Amount, ExpiresAt: r.ExpiresAt.Time})
 	}
-	return out, true, nil
+	return obj, out, true, nil
 }
+
+// recordExpired records an Event on the bucket for each reservation just
+// expired: quota an admission held for an object that never came to count
+// (a request a later webhook rejected, a client that gave up), which an
+// administrator otherwise sees only as quota that was briefly unavailable.
+func (o *Observer) recordExpired(obj *quotav1alpha1.AllowanceBucket, reservations []ledger.Reservation, expired []string) {
+	if obj == nil || len(expired) == 0 {
+		return
+	}
+	gone := sets.New(expired...)
+	for _, r := range reservations {
+		if gone.Has(r.ClaimID) {
+			ref := r.Object
+			o.recorder.Eventf(obj, nil, corev1.EventTypeWarning, reasonReservationExpired, "Expire",
+				"reservation %s of %d for %s %s expired: the object was never counted (its request failed after admission, or a later update was rejected)",
+				r.ClaimID, r.Amount, ref.Kind, path.Join(ref.Namespace, ref.Name))
+		}
+	}
+}
+
+// reasonReservationExpired is the reason of the Event recordExpired records.
+const reasonReservationExpired = "ReservationExpired"
 
 // lookup reads a reservation's object from the API server (a lagging cache
 // would expire reservations of objects just created).

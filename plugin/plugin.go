@@ -5,7 +5,9 @@
 // one-line overlay file (hack/gatekeeper); see docs/architecture.md.
 //
 // Only the decision path runs inside Gatekeeper: the grant mirror (an
-// informer on ResourceGrants) and the ledger over AllowanceBucket status. The
+// informer on ResourceGrants), the ledger over AllowanceBucket status, and
+// the ClaimCreationPolicies the QuotaClaimPolicy template renders (an
+// informer on ClaimCreationPolicies, compiled by package claimpolicies). The
 // observer that counts objects and folds or expires reservations, and the
 // controllers, run in the separate, leader-elected quotakeeper manager; every
 // Gatekeeper replica may decide at once, which the ledger's compare-and-swap
@@ -21,10 +23,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/metrics"
@@ -37,6 +41,8 @@ var (
 		"namespace holding the AllowanceBuckets of consumers that are not namespaces (quotakeeper)")
 	reservationTTL = flag.Duration("quota-reservation-ttl", ledger.DefaultReservationTTL,
 		"how long an admission reservation holds quota before it expires unless its object appears (quotakeeper)")
+	deadline = flag.Duration("quota-deadline", builtins.DefaultDeadline,
+		"longest a quota.reserve call waits for the ledger before it denies and undoes what it wrote; keep it below the webhook's timeoutSeconds (quotakeeper)")
 )
 
 // Install registers the builtins, adds quotakeeper's kinds to Gatekeeper's
@@ -49,15 +55,17 @@ func Install(scheme *runtime.Scheme) {
 	controller.AddToManagerFuncs = append(controller.AddToManagerFuncs, AddToManager)
 }
 
-// AddToManager gives the builtins a ledger once the grant mirror has synced.
-// Until then they halt, so admission fails closed rather than deciding
-// against limits computed from grants not yet seen.
+// AddToManager gives the builtins a ledger once the grant mirror has synced,
+// and the ClaimCreationPolicies once their informer has. Until then they
+// halt, so admission fails closed rather than deciding against limits
+// computed from grants not yet seen, or without a policy.
 //
 // It logs the plugin's version: Install runs in an init function, before
 // Gatekeeper has set its logger, so the line would be lost there.
 func AddToManager(mgr manager.Manager) error {
 	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version,
-		"systemNamespace", *systemNamespace, "reservationTTL", reservationTTL.String())
+		"systemNamespace", *systemNamespace, "reservationTTL", reservationTTL.String(), "deadline", deadline.String())
+	builtins.SetDeadline(*deadline)
 	// Gatekeeper's Prometheus exporter serves the default gatherer
 	// (promhttp.Handler) on its --prometheus-port: registered there, the
 	// plugin's metrics appear next to Gatekeeper's own.
@@ -68,13 +76,19 @@ func AddToManager(mgr manager.Manager) error {
 	if err != nil {
 		return fmt.Errorf("quotakeeper ledger: %w", err)
 	}
-	return mgr.Add(useWhenSynced{ledger: l, mirror: m})
+	policies := claimpolicies.NewSet()
+	if err := policies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
+		return fmt.Errorf("quotakeeper: %w", err)
+	}
+	return mgr.Add(useWhenSynced{ledger: l, mirror: m, policies: policies})
 }
 
-// useWhenSynced hands the ledger to the builtins once the mirror has synced.
+// useWhenSynced hands the ledger and the policies to the builtins once
+// their informers have synced.
 type useWhenSynced struct {
-	ledger *ledger.Ledger
-	mirror *grants.Mirror
+	ledger   *ledger.Ledger
+	mirror   *grants.Mirror
+	policies *claimpolicies.Set
 }
 
 func (u useWhenSynced) Start(ctx context.Context) error {
@@ -82,8 +96,13 @@ func (u useWhenSynced) Start(ctx context.Context) error {
 		return nil // shutting down before the mirror synced
 	}
 	builtins.Use(u.ledger)
+	defer builtins.Use(nil)
+	if !toolscache.WaitForCacheSync(ctx.Done(), u.policies.HasSynced) {
+		return nil // shutting down
+	}
+	builtins.UseClaimPolicies(u.policies)
+	defer builtins.UseClaimPolicies(nil)
 	<-ctx.Done()
-	builtins.Use(nil)
 	return nil
 }
 

@@ -20,8 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 // trivialTemplate reads the object and decides nothing: the cost of a
@@ -131,30 +134,12 @@ func BenchmarkReviewQuotaEntityVersusTrivial(b *testing.B) {
 			var quotaTime, trivialTime time.Duration
 			n := 0
 			for b.Loop() {
-				obj := configMap("team-a", fmt.Sprint("cm-", n))
-				var review any
-				opts := []reviews.ReviewOpt{reviews.EnforcementPoint(util.WebhookEnforcementPoint)}
-				if mode == "audit" {
-					review = target.AugmentedUnstructured{Object: unstructured.Unstructured{Object: obj}}
-					opts = []reviews.ReviewOpt{reviews.EnforcementPoint(util.AuditEnforcementPoint)}
-				} else {
-					review = target.AugmentedReview{IsAdmission: true, AdmissionRequest: &admissionv1.AdmissionRequest{
-						UID:       k8stypes.UID(fmt.Sprint("req-", n)),
-						Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
-						Operation: admissionv1.Create,
-						Name:      obj["metadata"].(map[string]any)["name"].(string),
-						Namespace: "team-a",
-						Object:    runtime.RawExtension{Raw: mustJSON(b, obj)},
-					}}
-				}
+				review, opts := benchReview(b, mode, n)
 				trivialTime += timeReview(b, trivial, review, opts, 0)
 				quotaTime += timeReview(b, h.client, review, opts, wantQuota)
 				if mode == "admission" {
 					b.StopTimer()
-					claim := ledger.Claim{ID: "uid-team-a-" + fmt.Sprint("cm-", n), Requests: []ledger.Request{{Consumer: teamA, ResourceType: "core/configmaps", Amount: 1}}}
-					if err := h.ledger.Release(context.Background(), claim); err != nil {
-						b.Fatal(err)
-					}
+					releaseBenchClaim(b, h.ledger, n)
 					b.StartTimer()
 				}
 				n++
@@ -162,6 +147,82 @@ func BenchmarkReviewQuotaEntityVersusTrivial(b *testing.B) {
 			b.ReportMetric(float64(quotaTime.Nanoseconds())/float64(n), "quota-ns/review")
 			b.ReportMetric(float64(trivialTime.Nanoseconds())/float64(n), "trivial-ns/review")
 			b.ReportMetric(float64(quotaTime)/float64(trivialTime), "quota/trivial")
+		})
+	}
+}
+
+// benchReview is the n-th review of a benchmark mode: a CREATE of ConfigMap
+// team-a/cm-<n> (admission, denied), or the object as audit sees it.
+func benchReview(b *testing.B, mode string, n int) (any, []reviews.ReviewOpt) {
+	obj := configMap("team-a", fmt.Sprint("cm-", n))
+	if mode == "audit" {
+		return target.AugmentedUnstructured{Object: unstructured.Unstructured{Object: obj}},
+			[]reviews.ReviewOpt{reviews.EnforcementPoint(util.AuditEnforcementPoint)}
+	}
+	return target.AugmentedReview{IsAdmission: true, AdmissionRequest: &admissionv1.AdmissionRequest{
+		UID:       k8stypes.UID(fmt.Sprint("req-", n)),
+		Kind:      metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+		Operation: admissionv1.Create,
+		Name:      obj["metadata"].(map[string]any)["name"].(string),
+		Namespace: "team-a",
+		Object:    runtime.RawExtension{Raw: mustJSON(b, obj)},
+	}}, []reviews.ReviewOpt{reviews.EnforcementPoint(util.WebhookEnforcementPoint)}
+}
+
+// releaseBenchClaim releases what the admission of benchReview's n-th
+// ConfigMap reserved, so the bucket stays one entry big.
+func releaseBenchClaim(b *testing.B, l *ledger.Ledger, n int) {
+	claim := ledger.Claim{ID: "uid-team-a-" + fmt.Sprint("cm-", n), Requests: []ledger.Request{{Consumer: teamA, ResourceType: "core/configmaps", Amount: 1}}}
+	if err := l.Release(context.Background(), claim); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkReviewQuotaClaimPolicyVersusQuotaEntity reviews the same
+// ConfigMap with a QuotaClaimPolicy constraint, whose ClaimCreationPolicy
+// counts one core/configmaps per ConfigMap against its namespace (the
+// consumer name a CEL template), and with a QuotaEntity constraint counting
+// the same, alternating in one loop; it reports each one's time per review
+// and their ratio (issue 11's goal: policy/entity <= 1.2). Each template
+// has its own ledger (the builtins use one at a time, switched outside the
+// timed region), in the modes of BenchmarkReviewQuotaEntityVersusTrivial.
+func BenchmarkReviewQuotaClaimPolicyVersusQuotaEntity(b *testing.B) {
+	for _, mode := range []string{"admission", "denied", "audit"} {
+		b.Run(mode, func(b *testing.B) {
+			limit := int64(1 << 40)
+			want := 0
+			if mode == "denied" {
+				limit, want = 0, 1
+			}
+			entity := newHarness(b, "quotaentity", perNamespace)
+			entity.grant("g", teamA, "core/configmaps", limit)
+			policy := policyHarness(b, builders.ClaimPolicy("configmaps", "v1", "ConfigMap", namespaceOfTrigger).Generation(1).
+				Request("core/configmaps", intstr.FromInt32(1)).Obj())
+			policy.grant("g", teamA, "core/configmaps", limit)
+
+			var policyTime, entityTime time.Duration
+			n := 0
+			for b.Loop() {
+				review, opts := benchReview(b, mode, n)
+				b.StopTimer()
+				builtins.Use(entity.ledger)
+				b.StartTimer()
+				entityTime += timeReview(b, entity.client, review, opts, want)
+				b.StopTimer()
+				builtins.Use(policy.ledger)
+				b.StartTimer()
+				policyTime += timeReview(b, policy.client, review, opts, want)
+				if mode == "admission" {
+					b.StopTimer()
+					releaseBenchClaim(b, entity.ledger, n)
+					releaseBenchClaim(b, policy.ledger, n)
+					b.StartTimer()
+				}
+				n++
+			}
+			b.ReportMetric(float64(policyTime.Nanoseconds())/float64(n), "policy-ns/review")
+			b.ReportMetric(float64(entityTime.Nanoseconds())/float64(n), "entity-ns/review")
+			b.ReportMetric(float64(policyTime)/float64(entityTime), "policy/entity")
 		})
 	}
 }

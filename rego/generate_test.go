@@ -30,7 +30,7 @@ func TestTemplatesAreGeneratedFromTheSources(t *testing.T) {
 			t.Errorf("%s is stale: run `go run ./cmd/quotactl generate`", file)
 		}
 	}
-	if got, want := strings.Join(names, ","), "quotaallocation,quotaentity"; got != want {
+	if got, want := strings.Join(names, ","), "quotaallocation,quotaclaimpolicy,quotaentity"; got != want {
 		t.Errorf("templates %s, want %s", got, want)
 	}
 	// Every template directory has a source: nothing in templates/ is hand-written.

@@ -17,6 +17,7 @@ import (
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/target"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/util"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -143,6 +144,7 @@ type request struct {
 	old        map[string]any // UPDATE
 	dryRun     bool
 	namespaces *unstructured.Unstructured // input.review.namespaceObject, as Gatekeeper's webhook attaches it
+	user       authenticationv1.UserInfo  // who makes the request
 }
 
 // review runs one admission review and returns the violation messages, sorted.
@@ -157,6 +159,7 @@ func (h *harness) review(r request) []string {
 		Name:      obj.GetName(),
 		Namespace: obj.GetNamespace(),
 		Object:    runtime.RawExtension{Raw: mustJSON(h.t, r.obj)},
+		UserInfo:  r.user,
 	}
 	if r.old != nil {
 		req.OldObject = runtime.RawExtension{Raw: mustJSON(h.t, r.old)}

@@ -22,10 +22,11 @@ func newOPACommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "opa",
 		Short: "OPA's CLI with the quota builtins over an in-memory ledger",
-		Long: `OPA's CLI (the OPA version quotakeeper links) with quota.reserve, quota.usage
-and quota.quantity registered. The builtins use an in-memory ledger holding
-the grants of the --quota files, fresh for each invocation and shared by every
-test of it: tests that reserve must use consumers of their own.
+		Long: `OPA's CLI (the OPA version quotakeeper links) with quota.reserve, quota.usage,
+quota.quantity and quota.policy_claim registered. The builtins use an in-memory
+ledger holding the grants of the --quota files, and the ClaimCreationPolicies
+of those files, fresh for each invocation and shared by every test of it:
+tests that reserve must use consumers of their own.
 
   quotactl opa test --quota rego/testdata/quota.yaml rego/`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,11 +45,12 @@ test of it: tests that reserve must use consumers of their own.
 				return err
 			}
 			builtins.Use(l)
+			builtins.UseClaimPolicies(set.ClaimPolicies())
 			return nil
 		},
 	}
 	c.PersistentFlags().StringArrayVar(&quotaFiles, "quota", nil,
-		"YAML file of ResourceRegistrations and ResourceGrants for the in-memory ledger (repeatable; relative to the working directory)")
+		"YAML file of ResourceRegistrations, ResourceGrants and ClaimCreationPolicies for the in-memory ledger (repeatable; relative to the working directory)")
 	return opacmd.Command(c, "quotactl opa")
 }
 

@@ -1,9 +1,13 @@
 # Package lib.quota is quotakeeper's Rego library for quota ConstraintTemplates.
-# Templates embed it through their `libs` and call two functions:
+# Templates embed it through their `libs` and call these functions:
 #
 #   violations(amount, old_amount)  the set of {msg, details} for input.review
 #   object_amount(obj)              the amount an object asks for, per
 #                                   input.parameters.amount (QuotaAllocation)
+#   claim_violations(requests, metadata)
+#                                   the same for a claim the template states
+#                                   itself (QuotaClaimPolicy: what a
+#                                   ClaimCreationPolicy renders)
 #
 # It builds a claim from input.review and input.parameters, and reserves it
 # with quota.reserve only for a real admission: operation CREATE (or UPDATE
@@ -388,6 +392,36 @@ admission_violations(n) := {amount_violation(n)} if {
 	mode == "reserve"
 } else := check_violations(n)
 
+# claim_violations(requests, metadata) is the set of {msg, details} for
+# input.review, for a template that states the claim itself (QuotaClaimPolicy:
+# what a ClaimCreationPolicy renders): requests is
+# [{consumer, resourceType, amount, dimensions}], taken all or nothing,
+# metadata the {name, generateName, namespace, labels, annotations} of the
+# claim's ResourceClaim view ({} for none). Only a CREATE claims, as with
+# QuotaEntity: it reserves the requests as one claim keyed by the object's
+# uid, a dry run checks them read-only, audit reports their buckets when
+# over the limit; any other operation counts nothing.
+claim_violations(requests, metadata) := set() if {
+	count(requests) == 0
+} else := {uid_violation} if {
+	mode == "reserve"
+	operation == "CREATE"
+	object_uid == ""
+} else := decision_violations(quota.reserve({
+	"id": object_uid,
+	"object": object_ref,
+	"requests": requests,
+	"metadata": metadata,
+})) if {
+	mode == "reserve"
+	operation == "CREATE"
+} else := requests_check_violations(requests) if {
+	mode == "check"
+	operation == "CREATE"
+} else := requests_audit_violations(requests) if {
+	mode == "audit"
+} else := set()
+
 decision_violations(d) := set() if {
 	d.granted
 } else := vs if {
@@ -395,19 +429,23 @@ decision_violations(d) := set() if {
 	count(vs) > 0
 } else := {{"msg": sprintf("quota denied: %s", [d.message]), "details": {"decision": d}}}
 
-# What quota.reserve would answer, from quota.usage: the same numbers and
-# the same message as ledger.RequestDecision's, without holding anything.
-check_violations(n) := {denial(r) |
-	some s in scopes
-	u := quota.usage(query(s))
+check_violations(n) := requests_check_violations([request(s, n) | some s in scopes])
+
+# What quota.reserve would answer for requests, from quota.usage: the same
+# numbers and the same message as ledger.RequestDecision's, without holding
+# anything.
+requests_check_violations(requests) := {denial(r) |
+	some q, n in bucket_amounts(requests)
+	u := quota.usage(q)
 	u.available < n
-	r := object.union(u, {
-		"consumer": s.consumer,
-		"resourceType": s.resourceType,
-		"dimensions": s.dimensions,
-		"amount": n,
-		"message": denied_message(n, s.resourceType, u),
-	})
+	r := object.union(u, object.union(q, {"amount": n, "message": denied_message(n, q.resourceType, u)}))
+}
+
+# The buckets requests ask of, each with the sum asked: the ledger sums the
+# requests of one claim for one bucket.
+bucket_amounts(requests) := {q: sum([r.amount | some r in requests; query(r) == q]) |
+	some r in requests
+	q := query(r)
 }
 
 denied_message(n, resource_type, u) := sprintf(
@@ -417,22 +455,21 @@ denied_message(n, resource_type, u) := sprintf(
 
 audit_violations := {config_violation(m) | some m in config_errors} if {
 	count(config_errors) > 0
-} else := set() if {
-	params.reportOverLimit == false
-} else := over_limit_violations
+} else := requests_audit_violations([request(s, 0) | some s in scopes])
 
 # A lowered limit never revokes what is held, so a bucket can sit above its
 # limit; audit is where that becomes visible.
-over_limit_violations contains v if {
-	some s in scopes
-	u := quota.usage(query(s))
+requests_audit_violations(requests) := {v |
+	not params.reportOverLimit == false
+	some q, _ in bucket_amounts(requests)
+	u := quota.usage(q)
 	u.allocated + u.reserved > u.limit
 	v := {
 		"msg": sprintf("%s is over its quota of %s: allocated %d, reserved %d, limit %d", [
-			display(s.consumer, s.dimensions), s.resourceType,
+			display(q.consumer, q.dimensions), q.resourceType,
 			u.allocated, u.reserved, u.limit,
 		]),
-		"details": details(s, u, 0),
+		"details": details(q, u, 0),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
@@ -109,9 +110,15 @@ func quotaConstraint(t *testing.T, kind, name string, spec map[string]any) {
 	if err := cluster.Apply(context.Background(), time.Minute, c); err != nil {
 		t.Fatal(err)
 	}
+	waitEnforced(t, c.GroupVersionKind(), name)
+}
+
+// waitEnforced waits until every Gatekeeper replica enforces the constraint.
+func waitEnforced(t *testing.T, gvk schema.GroupVersionKind, name string) {
+	t.Helper()
 	testenv.Eventually(t, 2*time.Minute, "constraint "+name+" enforced by every replica", func() error {
 		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(c.GroupVersionKind())
+		got.SetGroupVersionKind(gvk)
 		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, got); err != nil {
 			return err
 		}

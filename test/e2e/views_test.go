@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -46,16 +47,36 @@ func configMapQuota(t *testing.T, ns, resourceType string, amount int64) quotav1
 // returns it.
 func waitView(t *testing.T, ns, name string, consumer quotav1alpha1.ConsumerRef, resourceType string) *quotav1alpha1.ResourceClaim {
 	t.Helper()
+	return waitViewOf(t, ns, name, consumer, resourceType, viewMeta{})
+}
+
+// viewMeta is what a claim's metadata asks of its view (a
+// ClaimCreationPolicy's rendering); empty: a generated name, only the view
+// label.
+type viewMeta struct {
+	name        string
+	labels      map[string]string
+	annotations map[string]string
+}
+
+// waitViewOf is waitView for a view whose claim asked for md.
+func waitViewOf(t *testing.T, ns, name string, consumer quotav1alpha1.ConsumerRef, resourceType string, md viewMeta) *quotav1alpha1.ResourceClaim {
+	t.Helper()
 	cm := &corev1.ConfigMap{}
 	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
 		t.Fatal(err)
 	}
 	bucket := ledger.NewBucketKey(ledgerconv.Consumer(consumer), resourceType, nil).Name()
 	key := client.ObjectKey{Namespace: ns, Name: viewNames.Name(name, string(cm.UID), bucket)}
+	if md.name != "" {
+		key.Name = md.name
+	}
+	labels := map[string]string{quotav1alpha1.ViewLabel: "true"}
+	maps.Copy(labels, md.labels)
 	want := quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: key.Namespace, Name: key.Name, Generation: 1,
-			Labels:          map[string]string{quotav1alpha1.ViewLabel: "true"},
+			Labels: labels, Annotations: md.annotations,
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: cm.UID}},
 		},
 		Spec: quotav1alpha1.ResourceClaimSpec{
@@ -79,7 +100,7 @@ func waitView(t *testing.T, ns, name string, consumer quotav1alpha1.ConsumerRef,
 		}
 		seen := quotav1alpha1.ResourceClaim{
 			ObjectMeta: metav1.ObjectMeta{Namespace: got.Namespace, Name: got.Name, Generation: got.Generation,
-				Labels: got.Labels, OwnerReferences: got.OwnerReferences, Finalizers: got.Finalizers},
+				Labels: got.Labels, Annotations: got.Annotations, OwnerReferences: got.OwnerReferences, Finalizers: got.Finalizers},
 			Spec:   got.Spec,
 			Status: *got.Status.DeepCopy(),
 		}

@@ -1,6 +1,7 @@
 // Package quotafile reads ResourceRegistrations and ResourceGrants from YAML
-// files into an in-memory ledger: the quota state of a quotactl verify case
-// or of a `quotactl opa` session.
+// files into an in-memory ledger, and ClaimCreationPolicies into the set the
+// QuotaClaimPolicy template renders: the quota state of a quotactl verify
+// case or of a `quotactl opa` session.
 package quotafile
 
 import (
@@ -13,15 +14,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/celpolicy"
+	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/validation"
 )
 
-// Set is the registrations and grants read so far.
+// Set is the registrations, grants and ClaimCreationPolicies read so far.
 type Set struct {
 	registrations map[string]*v1alpha1.ResourceRegistration // by spec.resourceType
 	grants        []sourced[*v1alpha1.ResourceGrant]
+	policies      map[string]*v1alpha1.ClaimCreationPolicy // by name
 }
 
 type sourced[T any] struct {
@@ -30,9 +34,10 @@ type sourced[T any] struct {
 }
 
 // Read adds the objects in the YAML file at path (any number of documents).
-// Every document must be a quota.miloapis.com/v1alpha1 ResourceRegistration
-// or ResourceGrant; unknown fields are errors, as the API server would
-// reject them.
+// Every document must be a quota.miloapis.com/v1alpha1 ResourceRegistration,
+// ResourceGrant or ClaimCreationPolicy; unknown fields are errors, as the
+// API server would reject them, and so is a policy whose CEL does not
+// compile, as the validating webhook would.
 func (s *Set) Read(fsys fs.FS, path string) error {
 	data, err := fs.ReadFile(fsys, path)
 	if err != nil {
@@ -83,8 +88,23 @@ func (s *Set) add(path string, u *unstructured.Unstructured) error {
 			return err
 		}
 		s.grants = append(s.grants, sourced[*v1alpha1.ResourceGrant]{path: path, obj: g})
+	case "ClaimCreationPolicy":
+		p := &v1alpha1.ClaimCreationPolicy{}
+		if err := fromUnstructured(u, p); err != nil {
+			return err
+		}
+		if _, errs := celpolicy.CompileClaimPolicy(p); len(errs) > 0 {
+			return fmt.Errorf("ClaimCreationPolicy %s: %w", p.Name, errs.ToAggregate())
+		}
+		if _, dup := s.policies[p.Name]; dup {
+			return fmt.Errorf("ClaimCreationPolicy %s: read twice", p.Name)
+		}
+		if s.policies == nil {
+			s.policies = map[string]*v1alpha1.ClaimCreationPolicy{}
+		}
+		s.policies[p.Name] = p
 	default:
-		return fmt.Errorf("kind %s: want ResourceRegistration or ResourceGrant", gvk.Kind)
+		return fmt.Errorf("kind %s: want ResourceRegistration, ResourceGrant or ClaimCreationPolicy", gvk.Kind)
 	}
 	return nil
 }
@@ -157,4 +177,17 @@ func (s *Set) GrantSet() (*ledger.GrantSet, error) {
 		return nil, err
 	}
 	return set, nil
+}
+
+// ClaimPolicies returns the ClaimCreationPolicies read, as the
+// QuotaClaimPolicy template's builtin resolves them. No status controller
+// judges a file: a policy is in force unless spec.disabled is set (or a
+// status it carries says otherwise), and a constraint may name it without a
+// generation.
+func (s *Set) ClaimPolicies() *claimpolicies.Set {
+	set := claimpolicies.NewSet()
+	for _, p := range s.policies {
+		set.Put(p)
+	}
+	return set
 }

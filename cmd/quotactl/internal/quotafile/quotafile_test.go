@@ -6,6 +6,11 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/celpolicy"
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
@@ -63,6 +68,52 @@ func TestLedgerHoldsTheGrantsRead(t *testing.T) {
 	}
 }
 
+const claimPolicy = `apiVersion: quota.miloapis.com/v1alpha1
+kind: ClaimCreationPolicy
+metadata:
+  name: configmaps
+spec:
+  trigger:
+    resource:
+      apiVersion: v1
+      kind: ConfigMap
+  target:
+    resourceClaimTemplate:
+      metadata:
+        name: '{{ trigger.metadata.name }}-claim'
+      spec:
+        consumerRef:
+          kind: Namespace
+          name: '{{ trigger.metadata.namespace }}'
+        requests:
+          - resourceType: core/configmaps
+            amount: 1
+`
+
+// A policy read from a file is in force: the set renders its claim.
+func TestClaimPolicies(t *testing.T) {
+	var s quotafile.Set
+	if err := s.Read(fstest.MapFS{"q.yaml": {Data: []byte(claimPolicy)}}, "q.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	in := celpolicy.ClaimInput{Trigger: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "cm-1", "namespace": "team-a"}}}
+	got, err := s.ClaimPolicies().Claim(context.Background(), "configmaps", 0, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &v1alpha1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "cm-1-claim"},
+		Spec: v1alpha1.ResourceClaimSpec{
+			ConsumerRef: v1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"},
+			Requests:    []v1alpha1.ResourceRequest{{ResourceType: "core/configmaps", Amount: 1}},
+		},
+	}
+	if got == nil || !equality.Semantic.DeepEqual(got.ObjectMeta, want.ObjectMeta) || !equality.Semantic.DeepEqual(got.Spec, want.Spec) {
+		t.Errorf("claim:\n got %+v\nwant %+v", got, want)
+	}
+}
+
 func TestReadRejectsWhatTheAPIServerWould(t *testing.T) {
 	for _, tc := range []struct{ name, data, want string }{
 		{"unknown field", registration + "  baseUnits: x\n",
@@ -70,7 +121,11 @@ func TestReadRejectsWhatTheAPIServerWould(t *testing.T) {
 		{"another kind", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
 			"q.yaml: document 1: v1 ConfigMap: want apiVersion quota.miloapis.com/v1alpha1"},
 		{"another quota kind", "apiVersion: quota.miloapis.com/v1alpha1\nkind: ResourceClaim\nmetadata:\n  name: x\n",
-			"q.yaml: document 1: kind ResourceClaim: want ResourceRegistration or ResourceGrant"},
+			"q.yaml: document 1: kind ResourceClaim: want ResourceRegistration, ResourceGrant or ClaimCreationPolicy"},
+		{"a policy the webhook would reject", strings.Replace(claimPolicy, "amount: 1", "amount: '{{ invalid_function() }}'", 1),
+			`q.yaml: document 1: ClaimCreationPolicy configmaps: spec.target.resourceClaimTemplate.spec.requests[0].amount: Invalid value: "{{ invalid_function() }}": ` +
+				"compilation failed in {{ invalid_function() }}: 1:17: undeclared reference to 'invalid_function' (in container '')"},
+		{"a policy read twice", claimPolicy + "---\n" + claimPolicy, "q.yaml: document 2: ClaimCreationPolicy configmaps: read twice"},
 		{"registered twice", registration + "---\n" + registration,
 			"q.yaml: document 2: ResourceRegistration projects: resource type resourcemanager.miloapis.com/projects is already registered by projects"},
 		{"empty", "# nothing\n", "q.yaml: no objects"},

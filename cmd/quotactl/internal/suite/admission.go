@@ -63,6 +63,9 @@ func (r *Runner) writeReview(s *Suite, obj *unstructured.Unstructured, a *Admiss
 	if a.DryRun {
 		req.DryRun = &a.DryRun
 	}
+	if a.UserInfo != nil {
+		req.UserInfo = *a.UserInfo
+	}
 	raw, err := obj.MarshalJSON()
 	if err != nil {
 		return "", err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
@@ -27,11 +28,13 @@ import (
 // objects count, reserved what is still in flight.
 
 // cluster is what a case's steps share: the ledger admission reserves in,
-// its store, and the objects a cluster would now hold.
+// its store, the ClaimCreationPolicies, and the objects a cluster would now
+// hold.
 type cluster struct {
-	ledger  *ledger.Ledger
-	store   ledger.Store
-	objects map[string]liveObject // by uid
+	ledger   *ledger.Ledger
+	store    ledger.Store
+	policies *claimpolicies.Set
+	objects  map[string]liveObject // by uid
 }
 
 // liveObject is one admitted object as the cluster now holds it, and what

@@ -110,6 +110,8 @@ func (r *Runner) runCase(ctx context.Context, s *Suite, t *Test, c *Case) (res v
 	}
 	builtins.Use(cl.ledger)
 	defer builtins.Use(nil)
+	builtins.UseClaimPolicies(cl.policies)
+	defer builtins.UseClaimPolicies(nil)
 
 	steps := c.Steps
 	if len(steps) == 0 {
@@ -162,7 +164,8 @@ func stepName(st Step) string {
 	return " (" + st.Object + ")"
 }
 
-// caseCluster is a fresh ledger over the case's quota files, and no objects.
+// caseCluster is a fresh ledger over the case's quota files, their
+// ClaimCreationPolicies, and no objects.
 func (r *Runner) caseCluster(s *Suite, t *Test, c *Case) (*cluster, error) {
 	var set quotafile.Set
 	dir := path.Dir(s.path)
@@ -176,7 +179,7 @@ func (r *Runner) caseCluster(s *Suite, t *Test, c *Case) (*cluster, error) {
 		return nil, err
 	}
 	store := ledger.NewMemoryStore()
-	return &cluster{ledger: ledger.New(store, grants), store: store, objects: map[string]liveObject{}}, nil
+	return &cluster{ledger: ledger.New(store, grants), store: store, policies: set.ClaimPolicies(), objects: map[string]liveObject{}}, nil
 }
 
 // stepObject is the file gator reviews for st: its object, or, with an

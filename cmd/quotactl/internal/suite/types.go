@@ -4,7 +4,8 @@
 //
 //   - quota: ResourceRegistration and ResourceGrant files, read into a fresh
 //     in-memory ledger for every case (so cases never see each other's
-//     reservations);
+//     reservations), and the ClaimCreationPolicies the QuotaClaimPolicy
+//     template renders;
 //   - admission: the admission context of a review (operation, request uid,
 //     dryRun, oldObject), turned into the AdmissionReview that gator already
 //     knows how to review, so a plain object file can be admitted as a CREATE;
@@ -23,6 +24,7 @@ package suite
 
 import (
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/verify"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -51,7 +53,8 @@ type Test struct {
 	Skip       bool   `json:"skip,omitempty"`
 
 	// Quota lists files of ResourceRegistrations and ResourceGrants loaded
-	// into the ledger of every case of the test, before the case's own.
+	// into the ledger of every case of the test, before the case's own, and
+	// of the ClaimCreationPolicies the QuotaClaimPolicy template renders.
 	Quota []string `json:"quota,omitempty"`
 }
 
@@ -99,6 +102,9 @@ type Admission struct {
 	DryRun bool `json:"dryRun,omitempty"`
 	// OldObject is the path of the object before an UPDATE or DELETE.
 	OldObject string `json:"oldObject,omitempty"`
+	// UserInfo is who makes the request (input.review.userInfo; a
+	// ClaimCreationPolicy's user). Absent: nobody, as in audit.
+	UserInfo *authenticationv1.UserInfo `json:"userInfo,omitempty"`
 	// Resource is the resource the request is made to, and SubResource its
 	// subresource: a Scale (autoscaling/v1) is the scale subresource of its
 	// workload's resource, e.g. {group: apps, version: v1, resource:

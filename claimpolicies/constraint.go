@@ -1,0 +1,63 @@
+package claimpolicies
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// ConstraintGVK is the kind of the constraints that enforce
+// ClaimCreationPolicies: the shipped QuotaClaimPolicy template's
+// (templates/quotaclaimpolicy), served by Gatekeeper once the template is
+// installed.
+var ConstraintGVK = schema.GroupVersionKind{Group: "constraints.gatekeeper.sh", Version: "v1beta1", Kind: "QuotaClaimPolicy"}
+
+// Enforced reports whether the manager keeps a constraint for p: it is Ready
+// for its current generation and not being deleted.
+func Enforced(p *quotav1alpha1.ClaimCreationPolicy) bool {
+	return p.DeletionTimestamp == nil &&
+		quotav1alpha1.IsTrue(p.Status.Conditions, quotav1alpha1.ConditionReady, p.Generation)
+}
+
+// Constraint is the QuotaClaimPolicy constraint that enforces p: named
+// after it, owned by it (so the garbage collector removes it with the
+// policy), matching the trigger's kind in every namespace (the policy's
+// conditions choose among them), with parameters naming the policy and the
+// generation it was made for. Changing the policy's spec changes the
+// constraint, which is how Gatekeeper's audit and the observer learn that
+// what its objects claim may have changed.
+func Constraint(p *quotav1alpha1.ClaimCreationPolicy) (*unstructured.Unstructured, error) {
+	gv, err := schema.ParseGroupVersion(p.Spec.Trigger.Resource.APIVersion)
+	if err != nil {
+		return nil, fmt.Errorf("spec.trigger.resource.apiVersion: %w", err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"enforcementAction": "deny",
+			"match": map[string]any{
+				"kinds": []any{map[string]any{
+					"apiGroups": []any{gv.Group},
+					"kinds":     []any{p.Spec.Trigger.Resource.Kind},
+				}},
+			},
+			"parameters": map[string]any{"policy": p.Name, "generation": p.Generation},
+		},
+	}}
+	u.SetGroupVersionKind(ConstraintGVK)
+	u.SetName(p.Name)
+	u.SetOwnerReferences([]metav1.OwnerReference{*metav1.NewControllerRef(p, quotav1alpha1.GroupVersion.WithKind("ClaimCreationPolicy"))})
+	return u, nil
+}
+
+// OwnedConstraint reports whether a constraint is one the manager keeps for
+// the policy of that name: its controller is that ClaimCreationPolicy. A
+// QuotaClaimPolicy written by hand is left alone.
+func OwnedConstraint(u *unstructured.Unstructured, policy string) bool {
+	ref := metav1.GetControllerOf(u)
+	return ref != nil && ref.Kind == "ClaimCreationPolicy" && ref.Name == policy &&
+		ref.APIVersion == quotav1alpha1.GroupVersion.String()
+}

@@ -1,0 +1,92 @@
+package quotaclaimpolicy_test
+
+import data.quotaclaimpolicy
+
+cm := {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "team-a", "uid": "uid-settings"}}
+
+review(op) := {
+	"uid": "req-1", "operation": op, "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+	"resource": {"group": "", "version": "v1", "resource": "configmaps"},
+	"name": "settings", "namespace": "team-a",
+	"userInfo": {"username": "alice", "groups": ["devs"]},
+	"object": cm, "oldObject": cm,
+}
+
+params := {"policy": "configmaps", "generation": 3}
+
+team_a := {"apiGroup": "", "kind": "Namespace", "name": "team-a", "namespace": ""}
+
+rendered := {"applies": true, "claim": {
+	"requests": [
+		{"consumer": team_a, "resourceType": "core/configmaps", "amount": 1, "dimensions": {}},
+		{"consumer": team_a, "resourceType": "core/configmap-bytes", "amount": 5, "dimensions": {}},
+	],
+	"metadata": {"name": "settings-claim", "labels": {"team": "a"}},
+}}
+
+# Reports its argument as an error, to assert what the template asks.
+asked(req) := {"error": sprintf("%s@%d %s %s %s %v", [
+	req.policy, req.generation, req.object.metadata.name,
+	req.request.operation, req.request.userInfo.username, sort(object.keys(req.request)),
+])}
+
+# Reports the claim it was asked to reserve, as a refusal of every request.
+echo(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [object.union(r, {
+	"bucket": "b", "reason": "QuotaExceeded", "limit": 0, "allocated": 0, "reserved": 0, "available": 0,
+	"message": sprintf("reserve %s %d as %v", [claim.id, r.amount, claim.metadata]),
+}) | some r in claim.requests]}
+
+test_create_asks_the_policy_with_the_object_and_the_request if {
+	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": review("CREATE"), "parameters": params}
+		with quota.policy_claim as asked
+		with quota.reserve as echo
+	got == {`quota: configmaps@3 settings CREATE alice ["name", "namespace", "operation", "resource", "userInfo"]`}
+}
+
+test_create_reserves_the_rendered_requests_as_one_claim_with_its_metadata if {
+	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": review("CREATE"), "parameters": params}
+		with quota.policy_claim as rendered
+		with quota.reserve as echo
+	got == {
+		`quota exceeded for Namespace team-a: reserve uid-settings 1 as {"labels": {"team": "a"}, "name": "settings-claim"}`,
+		`quota exceeded for Namespace team-a: reserve uid-settings 5 as {"labels": {"team": "a"}, "name": "settings-claim"}`,
+	}
+}
+
+test_a_policy_that_does_not_apply_claims_nothing if {
+	vs := quotaclaimpolicy.violation with input as {"review": review("CREATE"), "parameters": params}
+		with quota.policy_claim as {"applies": false}
+		with quota.reserve as echo
+	count(vs) == 0
+}
+
+test_a_policy_error_denies_with_its_message if {
+	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": review("CREATE"), "parameters": params}
+		with quota.policy_claim as {"error": `ClaimCreationPolicy "configmaps": spec.target...: no such key: payload`}
+		with quota.reserve as echo
+	got == {`quota: ClaimCreationPolicy "configmaps": spec.target...: no such key: payload`}
+}
+
+test_updates_deletes_and_connects_claim_nothing_and_evaluate_no_policy if {
+	every op in ["UPDATE", "DELETE", "CONNECT"] {
+		vs := quotaclaimpolicy.violation with input as {"review": review(op), "parameters": params}
+			with quota.policy_claim as {"error": "must not be called"}
+			with quota.reserve as echo
+		count(vs) == 0
+	}
+}
+
+test_a_create_without_a_uid_is_denied if {
+	no_uid := json.remove(review("CREATE"), ["object/metadata/uid"])
+	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": no_uid, "parameters": params}
+		with quota.policy_claim as rendered
+		with quota.reserve as echo
+	got == {`quota: cannot reserve for ConfigMap "settings": metadata.uid is empty (the API server sets it before validating admission)`}
+}
+
+test_a_missing_policy_parameter_is_a_violation if {
+	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": review("CREATE"), "parameters": {}}
+		with quota.policy_claim as rendered
+		with quota.reserve as echo
+	got == {"quota: parameters.policy: required"}
+}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,6 +29,16 @@ func TestCallsAreCountedByResultAndHaltCause(t *testing.T) {
 	mustEval(t, "quota.usage(input)", query)
 	_, err := eval(t, "quota.reserve(input)", claim("c3", pods(teamA, -1)))
 	haltMessage(t, err)
+	_, err = eval(t, `quota.quantity("1Gi", "parsecs")`, nil)
+	haltMessage(t, err)
+	builtins.Use(ledger.New(brokenStore{}, ledger.NewGrantSet()))
+	_, err = eval(t, "quota.reserve(input)", claim("c5", pods(teamA, 1)))
+	haltMessage(t, err)
+	builtins.Use(ledger.New(stalledStore{}, ledger.NewGrantSet()))
+	builtins.SetDeadline(50 * time.Millisecond)
+	t.Cleanup(func() { builtins.SetDeadline(0) })
+	_, err = eval(t, "quota.reserve(input)", claim("c6", pods(teamA, 1)))
+	haltMessage(t, err)
 	builtins.Use(nil)
 	_, err = eval(t, "quota.reserve(input)", claim("c4", pods(teamA, 1)))
 	haltMessage(t, err)
@@ -36,13 +47,16 @@ func TestCallsAreCountedByResultAndHaltCause(t *testing.T) {
 
 	got := delta(before, samples(t, reg))
 	want := map[string]float64{
-		`quotakeeper_admission_decisions_total{result="granted"}`:                1,
-		`quotakeeper_admission_decisions_total{result="denied"}`:                 1,
-		`quotakeeper_admission_decisions_total{result="halted"}`:                 2,
-		`quotakeeper_halts_total{builtin="quota.reserve",cause="invalid_input"}`: 1,
-		`quotakeeper_halts_total{builtin="quota.reserve",cause="not_ready"}`:     1,
-		`quotakeeper_halts_total{builtin="quota.usage",cause="not_ready"}`:       1,
-		`quotakeeper_reserve_duration_seconds_count`:                             2,
+		`quotakeeper_admission_decisions_total{result="granted"}`:                 1,
+		`quotakeeper_admission_decisions_total{result="denied"}`:                  1,
+		`quotakeeper_admission_decisions_total{result="halted"}`:                  4,
+		`quotakeeper_halts_total{builtin="quota.reserve",cause="ledger_error"}`:   1,
+		`quotakeeper_halts_total{builtin="quota.reserve",cause="deadline"}`:       1,
+		`quotakeeper_halts_total{builtin="quota.reserve",cause="invalid_input"}`:  1,
+		`quotakeeper_halts_total{builtin="quota.reserve",cause="not_ready"}`:      1,
+		`quotakeeper_halts_total{builtin="quota.usage",cause="not_ready"}`:        1,
+		`quotakeeper_halts_total{builtin="quota.quantity",cause="invalid_input"}`: 1,
+		`quotakeeper_reserve_duration_seconds_count`:                              2,
 	}
 	assertEqual(t, "metric changes", got, want)
 }

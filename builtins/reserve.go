@@ -42,7 +42,11 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 			return halt(metrics.CauseInvalidInput, h)
 		}
 		// The outcome is unknown (or a rollback failed): deny rather than guess.
-		return halt(metrics.CauseLedgerError, rego.NewHaltError(fmt.Errorf("reserving claim %q: %w", claim.ID, err)))
+		cause := metrics.CauseLedgerError
+		if ctx.Err() != nil {
+			cause = metrics.CauseDeadline
+		}
+		return halt(cause, rego.NewHaltError(fmt.Errorf("reserving claim %q: %w", claim.ID, err)))
 	}
 	t, err := toTerm(decisionJSON(claim.ID, d))
 	if err != nil {

@@ -43,6 +43,12 @@ const (
 	// CauseLedgerError: the ledger could not decide (a store error, an
 	// unknown limit, a rollback that failed).
 	CauseLedgerError = "ledger_error"
+	// CauseDeadline: the call's deadline (the plugin's --quota-deadline) or
+	// the admission request's context ended before the ledger decided; what
+	// the call wrote is undone behind it.
+	CauseDeadline = "deadline"
+	// CausePolicyError: the ClaimCreationPolicies could not be read.
+	CausePolicyError = "policy_error"
 	// CauseInternal: the result could not be encoded for Rego.
 	CauseInternal = "internal"
 )

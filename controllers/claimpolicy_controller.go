@@ -83,7 +83,10 @@ func (r *claimPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Req
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, r.watchConstraints()
+	started, err := r.watchConstraints(ctx)
+	// A constraint deleted or edited while the new watch was still listing
+	// sent it no event: once it has synced, look at this policy once more.
+	return reconcile.Result{Requeue: started}, err
 }
 
 // removeConstraint deletes the constraint of the policy of that name, if
@@ -110,23 +113,27 @@ func (r *claimPolicyReconciler) removeConstraint(ctx context.Context, policy str
 	return reconcile.Result{}, err
 }
 
-// watchConstraints starts, once, the watch on QuotaClaimPolicy constraints:
-// a change to one this controller keeps re-applies its policy.
-func (r *claimPolicyReconciler) watchConstraints() error {
+// watchConstraints starts, once, the watch on QuotaClaimPolicy constraints
+// (a change to one this controller keeps re-applies its policy), and waits
+// until it has synced. started says this call started it.
+func (r *claimPolicyReconciler) watchConstraints(ctx context.Context) (started bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.watching {
-		return nil
+		return false, nil
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(claimpolicies.ConstraintGVK)
-	err := r.ctrl.Watch(source.Kind(r.cache, u, handler.TypedEnqueueRequestsFromMapFunc(
+	src := source.Kind(r.cache, u, handler.TypedEnqueueRequestsFromMapFunc(
 		func(_ context.Context, c *unstructured.Unstructured) []reconcile.Request {
 			if !claimpolicies.OwnedConstraint(c, c.GetName()) {
 				return nil
 			}
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: c.GetName()}}}
-		})))
-	r.watching = err == nil
-	return err
+		}))
+	if err := r.ctrl.Watch(src); err != nil {
+		return false, err
+	}
+	r.watching = true // never twice, even if waiting for it fails
+	return true, src.WaitForSync(ctx)
 }

@@ -18,6 +18,10 @@ export KUBEBUILDER_ASSETS := $(ASSETS)
 # dependencies never enter the main module's graph; the version is go.mod's.
 GOLANGCI_LINT_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/golangci/golangci-lint/v2") print $$(i+1)}' hack/tools/golangci-lint/go.mod)
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+# promtool checks config/prometheus/rules.yaml; built the same way, from
+# hack/tools/promtool, keyed by the Prometheus module version.
+PROMTOOL_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/prometheus/prometheus") print $$(i+1)}' hack/tools/promtool/go.mod)
+PROMTOOL := $(BIN)/promtool-$(PROMTOOL_VERSION)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
@@ -51,18 +55,24 @@ generate: ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates 
 	go tool controller-gen rbac:roleName=quotakeeper-manager webhook paths=./controllers/... paths=./webhooks/... paths=./cmd/quotakeeper-manager/... output:rbac:dir=config/rbac output:webhook:dir=config/webhook
 	$(QUOTACTL) generate
 	$(QUOTACTL) capabilities > rego/capabilities.json
+	hack/prometheus/prometheusrule.sh config/prometheus/rules.yaml > config/prometheus/prometheusrule.yaml
 
-verify: generate $(GOLANGCI_LINT) ## Fail when generated files are stale, code is unformatted, or vet or golangci-lint complains.
+verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are stale, code is unformatted, or vet or golangci-lint complains.
 	@changed=$$(git status --porcelain -- api config rego templates); \
 	if [ -n "$$changed" ]; then echo "generated files are stale; run 'make generate' and commit:"; echo "$$changed"; git diff --stat -- api config; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go mod tidy -diff
 	cd hack/tools/golangci-lint && go mod tidy -diff
+	@# -e: the module proxy does not serve github.com/hashicorp/nomad/api, which
+	@# only Prometheus's Nomad service discovery imports; promtool is built
+	@# without service discovery (remove_all_sd), so nothing needs it.
+	cd hack/tools/promtool && go mod tidy -e -diff
 	go vet ./...
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 	$(QUOTACTL) opa fmt --list --fail rego/
 	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/
+	$(PROMTOOL) check rules config/prometheus/rules.yaml
 	kubectl kustomize config/default > /dev/null
 
 lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml's linters.
@@ -72,6 +82,11 @@ $(GOLANGCI_LINT):
 	@mkdir -p $(BIN)
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) from module sources (a few minutes cold)"
 	cd hack/tools/golangci-lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+$(PROMTOOL):
+	@mkdir -p $(BIN)
+	@echo "building promtool $(PROMTOOL_VERSION) from module sources (a few minutes cold)"
+	cd hack/tools/promtool && go build -tags remove_all_sd -o $@ github.com/prometheus/prometheus/cmd/promtool
 
 testbin: $(ASSETS)/kube-apiserver $(ASSETS)/etcd $(ASSETS)/kube-controller-manager ## Build kube-apiserver, kube-controller-manager and etcd from Go module sources (cached in bin/).
 
@@ -111,7 +126,7 @@ gatekeeper: $(GATEKEEPER) ## Gatekeeper v3.23.1 with quotakeeper's builtins and 
 # with one file of ours laid over it. vendor/ is removed afterwards: while it
 # exists every go command defaults to -mod=vendor, and a go.mod change would
 # then break all builds until someone re-vendored.
-$(GATEKEEPER): go.mod go.sum $(shell find plugin builtins claimpolicies celpolicy ledger names grants api hack/gatekeeper -name '*.go' 2>/dev/null)
+$(GATEKEEPER): go.mod go.sum $(shell find plugin builtins claimpolicies celpolicy ledger metrics names grants api hack/gatekeeper -name '*.go' 2>/dev/null)
 	go mod vendor
 	hack/gatekeeper/overlay.sh > $(BIN)/gatekeeper-overlay.json
 	$(STATIC) go build -mod=vendor -tags quotakeeper_overlay -overlay $(BIN)/gatekeeper-overlay.json \

@@ -14,6 +14,7 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/celpolicy"
 	"github.com/quotakeeper/quotakeeper/claimpolicies"
+	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 var currentPolicies atomic.Pointer[claimpolicies.Set]
@@ -34,21 +35,30 @@ var errNoPolicies = errors.New("no ClaimCreationPolicies configured: the hosting
 // ClaimCreationPolicy) that one message, dropping the claims of the others
 // (which the observer must still count). What halts is what no policy can
 // answer: invalid input, no policies configured, a failed cache read.
+//
+// Its halts outside an observation are counted (package metrics).
 func policyClaim(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
+	observing := recorderFrom(bctx) != nil
+	halt := func(cause string, err error) (*ast.Term, error) {
+		if !observing {
+			metrics.Halted(PolicyClaimName, cause, false)
+		}
+		return nil, err
+	}
 	req, err := decodePolicyRequest(arg)
 	if err != nil {
-		return nil, err
+		return halt(metrics.CauseInvalidInput, err)
 	}
 	set := currentPolicies.Load()
 	if set == nil {
-		return nil, rego.NewHaltError(errNoPolicies)
+		return halt(metrics.CauseNotReady, rego.NewHaltError(errNoPolicies))
 	}
 	claim, err := set.Claim(bctx.Context, req.policy, req.generation, req.input)
 	if err != nil {
 		if perr, ok := errors.AsType[*claimpolicies.Error](err); ok {
 			return toTerm(map[string]any{"error": perr.Error()})
 		}
-		return nil, rego.NewHaltError(err)
+		return halt(metrics.CausePolicyError, rego.NewHaltError(err))
 	}
 	if claim == nil {
 		return toTerm(map[string]any{"applies": false})

@@ -9,6 +9,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // quantity implements quota.quantity(value, unit): value as a whole number of
@@ -17,7 +19,17 @@ import (
 // them. Rounding up matches Kubernetes' own quota (Quantity.ScaledValue) and
 // never under-counts. OPA's units.parse returns floats, which are inexact for
 // large byte counts, hence a builtin.
-func quantity(_ rego.BuiltinContext, valueTerm, unitTerm *ast.Term) (*ast.Term, error) {
+//
+// Its halts outside an observation are counted (package metrics).
+func quantity(bctx rego.BuiltinContext, valueTerm, unitTerm *ast.Term) (*ast.Term, error) {
+	t, err := quantityOf(valueTerm, unitTerm)
+	if err != nil && recorderFrom(bctx) == nil {
+		metrics.Halted(QuantityName, metrics.CauseInvalidInput, false)
+	}
+	return t, err
+}
+
+func quantityOf(valueTerm, unitTerm *ast.Term) (*ast.Term, error) {
 	value, err := quantityArg(valueTerm)
 	if err != nil {
 		return nil, rego.NewHaltError(fmt.Errorf("value: %w", err))

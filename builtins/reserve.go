@@ -2,37 +2,58 @@ package builtins
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // reserve implements quota.reserve(claim).
+// Outside an observation every call is an admission decision, which the
+// metrics count by result (package metrics).
 func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
-	claim, md, err := decodeClaim(arg)
-	if err != nil {
+	r := recorderFrom(bctx)
+	halt := func(cause string, err error) (*ast.Term, error) {
+		if r == nil {
+			metrics.Halted(ReserveName, cause, true)
+		}
 		return nil, err
 	}
-	if r := recorderFrom(bctx); r != nil {
+	claim, md, err := decodeClaim(arg)
+	if err != nil {
+		return halt(metrics.CauseInvalidInput, err)
+	}
+	if r != nil {
 		return toTerm(r.record(RecordedClaim{Claim: claim, Metadata: md}))
 	}
 	l, err := currentLedger()
 	if err != nil {
-		return nil, err
+		return halt(metrics.CauseNotReady, err)
 	}
 	ctx, cancel := withDeadline(bctx.Context)
 	defer cancel()
+	start := time.Now()
 	d, err := l.Reserve(ctx, claim)
 	if err != nil {
 		if h := validationHalt("claim", err); h != nil {
-			return nil, h
+			return halt(metrics.CauseInvalidInput, h)
 		}
 		// The outcome is unknown (or a rollback failed): deny rather than guess.
-		return nil, rego.NewHaltError(fmt.Errorf("reserving claim %q: %w", claim.ID, err))
+		cause := metrics.CauseLedgerError
+		if ctx.Err() != nil {
+			cause = metrics.CauseDeadline
+		}
+		return halt(cause, rego.NewHaltError(fmt.Errorf("reserving claim %q: %w", claim.ID, err)))
 	}
-	return toTerm(decisionJSON(claim.ID, d))
+	t, err := toTerm(decisionJSON(claim.ID, d))
+	if err != nil {
+		return halt(metrics.CauseInternal, err)
+	}
+	metrics.Decision(d.Granted, time.Since(start))
+	return t, nil
 }
 
 // decodeClaim decodes quota.reserve's argument: the claim for the ledger,

@@ -7,25 +7,36 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // usage implements quota.usage(query). It never writes: it is what audit and
 // dry-run requests use, which must not hold quota.
+//
+// Its halts outside an observation are counted (package metrics); they are
+// not admission decisions.
 func usage(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
-	key, err := decodeQuery(arg)
-	if err != nil {
+	observing := recorderFrom(bctx) != nil
+	halt := func(cause string, err error) (*ast.Term, error) {
+		if !observing {
+			metrics.Halted(UsageName, cause, false)
+		}
 		return nil, err
 	}
-	if recorderFrom(bctx) != nil {
+	key, err := decodeQuery(arg)
+	if err != nil {
+		return halt(metrics.CauseInvalidInput, err)
+	}
+	if observing {
 		return toTerm(observedUsage(key))
 	}
 	l, err := currentLedger()
 	if err != nil {
-		return nil, err
+		return halt(metrics.CauseNotReady, err)
 	}
 	u, err := l.Usage(bctx.Context, key)
 	if err != nil {
-		return nil, rego.NewHaltError(fmt.Errorf("reading bucket %s: %w", key.Name(), err))
+		return halt(metrics.CauseLedgerError, rego.NewHaltError(fmt.Errorf("reading bucket %s: %w", key.Name(), err)))
 	}
 	return toTerm(map[string]any{
 		"bucket":    key.Name(),

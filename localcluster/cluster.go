@@ -318,6 +318,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 		Env:     []string{"POD_NAMESPACE=" + GatekeeperNamespace, "POD_NAME=" + name},
 		LogPath: filepath.Join(c.opts.Dir, name+".log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),
+		Metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", prom),
 	}, fmt.Sprintf("127.0.0.1:%d", webhook), nil
 }
 
@@ -402,6 +403,7 @@ func (c *Cluster) startManager(ctx context.Context) error {
 		}, c.ttlArg("--reservation-ttl")...), c.opts.ManagerArgs...),
 		LogPath: filepath.Join(c.opts.Dir, "quotakeeper-manager.log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),
+		Metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics),
 	}
 	if err := c.Manager.Start(ctx, 2*time.Minute); err != nil {
 		return err

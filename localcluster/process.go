@@ -22,6 +22,10 @@ type Process struct {
 	LogPath string
 	// Ready is polled after start until it answers 200.
 	Ready string
+	// Metrics is the URL of the process's Prometheus endpoint: Gatekeeper's
+	// --prometheus-port (where the plugin's quotakeeper_* metrics are),
+	// the manager's --metrics-bind-address.
+	Metrics string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd

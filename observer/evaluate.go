@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -180,6 +181,9 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	}
 	o.mu.Lock()
 	unchanged := o.stamps[it.ref()] == at
+	if unchanged {
+		delete(o.eventAt, it) // nothing will be written for this event
+	}
 	o.mu.Unlock()
 	if unchanged {
 		return nil
@@ -267,6 +271,7 @@ func (o *Observer) record(it item, obj Object) {
 	o.mu.Lock()
 	changed := o.tally.Set(it.ref(), obj)
 	o.known[it.ref()] = it
+	o.markDirty(it, changed)
 	o.mu.Unlock()
 	o.dirty(changed)
 }
@@ -276,6 +281,7 @@ func (o *Observer) forget(it item) {
 	changed := o.tally.Remove(it.ref())
 	delete(o.known, it.ref())
 	delete(o.stamps, it.ref())
+	o.markDirty(it, changed)
 	o.mu.Unlock()
 	o.dirty(changed)
 	o.setViews(it.ref(), nil)
@@ -287,5 +293,36 @@ func (o *Observer) dirty(keys []ledger.BucketKey) {
 	}
 	for _, k := range keys {
 		o.writes.Add(k)
+	}
+}
+
+// event queues an object or claim event, remembering when the first event
+// not yet evaluated arrived: the start of the observer lag metric.
+func (o *Observer) event(it item) {
+	o.mu.Lock()
+	if _, ok := o.eventAt[it]; !ok {
+		o.eventAt[it] = time.Now()
+	}
+	o.mu.Unlock()
+	o.events.Add(it)
+}
+
+// markDirty takes its event time (now, for an evaluation no event asked
+// for: a resync, a relabelled namespace) and makes it the time the changed
+// buckets have been waiting since, unless they waited longer already. The
+// caller holds o.mu.
+func (o *Observer) markDirty(it item, changed []ledger.BucketKey) {
+	since, ok := o.eventAt[it]
+	delete(o.eventAt, it)
+	if len(changed) == 0 || !o.ready.Load() {
+		return
+	}
+	if !ok {
+		since = time.Now()
+	}
+	for _, k := range changed {
+		if t, ok := o.dirtySince[k]; !ok || since.Before(t) {
+			o.dirtySince[k] = since
+		}
 	}
 }

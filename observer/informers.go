@@ -50,7 +50,7 @@ func (o *Observer) watchFixed(ctx context.Context) error {
 		// hold or free a view's name.
 		o.viewsDirty(client.ObjectKeyFromObject(obj))
 		if !quotav1alpha1.IsView(obj.GetLabels()) {
-			o.events.Add(item{kind: itemClaim, gvk: claimGVK, namespace: obj.GetNamespace(), name: obj.GetName()})
+			o.event(item{kind: itemClaim, gvk: claimGVK, namespace: obj.GetNamespace(), name: obj.GetName()})
 		}
 	}, nil); err != nil {
 		return err
@@ -143,7 +143,7 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) error {
 		obj.SetGroupVersionKind(mapping.GroupVersionKind)
 		gvk := mapping.GroupVersionKind
 		if err := o.inform(ctx, obj, func(c client.Object) {
-			o.events.Add(item{kind: itemObject, gvk: gvk, namespace: c.GetNamespace(), name: c.GetName()})
+			o.event(item{kind: itemObject, gvk: gvk, namespace: c.GetNamespace(), name: c.GetName()})
 		}, nil); err != nil {
 			errs = append(errs, fmt.Errorf("watch %s: %w", gk, err))
 			continue

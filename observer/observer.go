@@ -23,6 +23,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // Writer writes a bucket's observation; *ledger.Ledger is one.
@@ -140,6 +141,10 @@ type Observer struct {
 	watched   map[schema.GroupKind]*meta.RESTMapping // kinds with an informer
 	informed  map[schema.GroupVersionKind]bool       // informers with our handler
 	lastWrite map[ledger.BucketKey]time.Time
+	// For the observer lag metric: when each queued object or claim event
+	// arrived, and since when each bucket has had a change to write.
+	eventAt    map[item]time.Time
+	dirtySince map[ledger.BucketKey]time.Time
 }
 
 // New returns an Observer reading through mgr's cache. Add it to mgr.
@@ -162,6 +167,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		watched:   map[schema.GroupKind]*meta.RESTMapping{},
 		informed:  map[schema.GroupVersionKind]bool{},
 		lastWrite: map[ledger.BucketKey]time.Time{},
+		eventAt:   map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
 	}
 	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
 	// the same ones Gatekeeper holds, from this manager's cache.
@@ -229,10 +235,12 @@ func (o *Observer) Start(ctx context.Context) error {
 
 	evaluate := func(it item) error { return o.process(ctx, it) }
 	evaluateFailed := func(it item, err error) {
+		metrics.ObserverError(metrics.OperationEvaluate)
 		o.log.Error(err, "observing", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
 	}
 	write := func(key ledger.BucketKey) error { return o.write(ctx, key) }
 	writeFailed := func(key ledger.BucketKey, err error) {
+		metrics.ObserverError(metrics.OperationWrite)
 		o.log.Error(err, "writing observed usage", "bucket", key.Name())
 	}
 	var wg sync.WaitGroup

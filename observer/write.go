@@ -16,6 +16,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // recheck is how soon an expired reservation whose object exists but was
@@ -41,8 +42,12 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 	o.mu.Lock()
 	obs, err := o.tally.Observation(key)
 	plan := PlanReservations(o.tally, key, bucket, now)
+	// This write carries every change made to the tally so far.
+	since, changed := o.dirtySince[key]
+	delete(o.dirtySince, key)
 	o.mu.Unlock()
 	if err != nil {
+		o.stillDirty(key, since, changed)
 		return err
 	}
 	if !exists && obs.Count == 0 {
@@ -52,6 +57,7 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 	for _, r := range plan.Check {
 		live, err := o.lookup(ctx, r.Object)
 		if err != nil {
+			o.stillDirty(key, since, changed)
 			return err
 		}
 		if Expired(r, live) {
@@ -65,9 +71,13 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 	o.lastWrite[key] = now
 	o.mu.Unlock()
 	if _, err := o.opts.Writer.Observe(ctx, key, obs); err != nil {
+		o.stillDirty(key, since, changed)
 		return err
 	}
 	o.recordExpired(obj, bucket, plan.Expire)
+	if changed {
+		metrics.ObserverLag(time.Since(since))
+	}
 	switch {
 	case kept > 0:
 		o.writes.AddAfter(key, recheck)
@@ -75,6 +85,19 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 		o.writes.AddAfter(key, plan.Next.Sub(now))
 	}
 	return nil
+}
+
+// stillDirty puts back the time key's changes have waited since, after a
+// write that failed: its retry carries them.
+func (o *Observer) stillDirty(key ledger.BucketKey, since time.Time, changed bool) {
+	if !changed {
+		return
+	}
+	o.mu.Lock()
+	if t, ok := o.dirtySince[key]; !ok || since.Before(t) {
+		o.dirtySince[key] = since
+	}
+	o.mu.Unlock()
 }
 
 // cachedBucket returns the bucket and its reservations as the cache has

@@ -20,6 +20,7 @@ import (
 	"fmt"
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/controller"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -30,6 +31,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/metrics"
 	"github.com/quotakeeper/quotakeeper/version"
 )
 
@@ -64,6 +66,12 @@ func AddToManager(mgr manager.Manager) error {
 	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version,
 		"systemNamespace", *systemNamespace, "reservationTTL", reservationTTL.String(), "deadline", deadline.String())
 	builtins.SetDeadline(*deadline)
+	// Gatekeeper's Prometheus exporter serves the default gatherer
+	// (promhttp.Handler) on its --prometheus-port: registered there, the
+	// plugin's metrics appear next to Gatekeeper's own.
+	if err := metrics.RegisterGatekeeper(prometheus.DefaultRegisterer); err != nil {
+		return fmt.Errorf("quotakeeper metrics: %w", err)
+	}
 	l, m, err := grants.NewLedger(mgr, *systemNamespace, ledger.WithReservationTTL(*reservationTTL))
 	if err != nil {
 		return fmt.Errorf("quotakeeper ledger: %w", err)

@@ -20,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/controllers"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/metrics"
 	"github.com/quotakeeper/quotakeeper/observer"
 	"github.com/quotakeeper/quotakeeper/version"
 	"github.com/quotakeeper/quotakeeper/webhooks"
@@ -155,6 +157,12 @@ func run(f flags) error {
 	})
 	if err != nil {
 		return err
+	}
+	// Served on --metrics-bind-address next to controller-runtime's own
+	// (controller_runtime_reconcile_errors_total and the rest); the bucket
+	// gauges read the manager's cache at scrape time.
+	if err := metrics.RegisterManager(ctrlmetrics.Registry, mgr.GetCache()); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
 	if err := controllers.Setup(mgr, controllers.Options{
 		SystemNamespace: f.systemNamespace, ReservationTTL: f.reservationTTL, ClaimConcurrency: f.claimConcurrency,

@@ -32,6 +32,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // DefaultBackoff spaces conflict retries. Several replicas hammering one
@@ -164,6 +165,7 @@ func (s *Store) drain(ctx context.Context, key ledger.BucketKey, q *queue) {
 		q.pending = q.pending[n:]
 		last := q.last
 		s.mu.Unlock()
+		metrics.Batch(n)
 		last = s.commit(ctx, key, last, batch)
 		for _, b := range batch {
 			close(b.done)
@@ -229,6 +231,7 @@ func (s *Store) commit(ctx context.Context, key ledger.BucketKey, obj *quotav1al
 		if err := s.client.Status().Update(ctx, out); err != nil {
 			if apierrors.IsConflict(err) {
 				s.conflicts.Add(1)
+				metrics.WriteConflict()
 			}
 			return err
 		}

@@ -1,0 +1,190 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
+)
+
+// The metrics are scraped from the real processes: Gatekeeper's
+// --prometheus-port (the plugin registers on the default registry, which
+// Gatekeeper's exporter serves) and the manager's --metrics-bind-address.
+// After a grant of 3 and four creates, the replicas together count 3
+// granted and 1 denied decisions, and the manager reports the bucket at
+// limit 3, used 3, reserved 0, available 0.
+func TestMetrics(t *testing.T) {
+	const ns, rt = "e2e-metrics", "e2e.quota/metrics-configmaps"
+	namespace(t, ns, nil)
+	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	grant(t, "configmaps", consumer, rt, 3)
+	quotaEntity(t, "e2e-metrics", []string{ns}, map[string]any{"resourceType": rt})
+
+	// The counters are cumulative over the whole suite: compare with a
+	// scrape taken just before the creates.
+	before := scrapeGatekeepers(t)
+	lagBefore := histogramCount(scrape(t, cluster.Manager), "quotakeeper_observer_lag_seconds")
+	for i := 1; i <= 3; i++ {
+		mustAdmit(t, ns, fmt.Sprintf("cm-%d", i))
+	}
+	mustDeny(t, ns, "cm-4", "available 0 of 3")
+	after := scrapeGatekeepers(t)
+
+	decisions := func(fams []map[string]*dto.MetricFamily, result string) float64 {
+		return sumCounters(fams, "quotakeeper_admission_decisions_total", map[string]string{"result": result})
+	}
+	for result, want := range map[string]float64{"granted": 3, "denied": 1, "halted": 0} {
+		if got := decisions(after, result) - decisions(before, result); got != want {
+			t.Errorf("quotakeeper_admission_decisions_total{result=%q} rose by %v over the replicas, want %v", result, got, want)
+		}
+	}
+	reserves := func(fams []map[string]*dto.MetricFamily) uint64 {
+		var n uint64
+		for _, f := range fams {
+			n += histogramCount(f, "quotakeeper_reserve_duration_seconds")
+		}
+		return n
+	}
+	if got := reserves(after) - reserves(before); got != 4 {
+		t.Errorf("quotakeeper_reserve_duration_seconds counted %d more reservations, want 4", got)
+	}
+	// Each grant wrote a reservation in a group-commit batch of its own
+	// (the creates were one after another).
+	batches := func(fams []map[string]*dto.MetricFamily) uint64 {
+		var n uint64
+		for _, f := range fams {
+			n += histogramCount(f, "quotakeeper_group_commit_batch_size")
+		}
+		return n
+	}
+	if got := batches(after) - batches(before); got < 3 {
+		t.Errorf("quotakeeper_group_commit_batch_size counted %d more batches, want at least 3", got)
+	}
+	for i, f := range after {
+		if _, ok := f["quotakeeper_bucket_write_conflicts_total"]; !ok {
+			t.Errorf("gatekeeper-%d exports no quotakeeper_bucket_write_conflicts_total", i)
+		}
+	}
+
+	waitBucket(t, consumer, rt, 3, 0)
+	key := bucketKey(consumer, rt)
+	want := map[string]float64{
+		"quotakeeper_bucket_limit": 3, "quotakeeper_bucket_used": 3, "quotakeeper_bucket_reserved": 0,
+		"quotakeeper_bucket_available": 0, "quotakeeper_bucket_expired_reservations": 0,
+	}
+	labels := map[string]string{
+		"consumer_kind": "Namespace", "consumer": ns, "resource_type": rt, "namespace": key.Namespace, "bucket": key.Name,
+	}
+	testenv.Eventually(t, time.Minute, "the manager's bucket gauges", func() error {
+		fams := scrape(t, cluster.Manager)
+		for name, v := range want {
+			got, ok := gauge(fams, name, labels)
+			if !ok {
+				return fmt.Errorf("no %s%v", name, labels)
+			}
+			if got != v {
+				return fmt.Errorf("%s%v = %v, want %v", name, labels, got, v)
+			}
+		}
+		return nil
+	})
+	fams := scrape(t, cluster.Manager)
+	if got := histogramCount(fams, "quotakeeper_observer_lag_seconds"); got <= lagBefore {
+		t.Errorf("quotakeeper_observer_lag_seconds counted %d writes, %d before the creates: want more", got, lagBefore)
+	}
+	if _, ok := fams["controller_runtime_reconcile_errors_total"]; !ok {
+		t.Error("the manager exports no controller_runtime_reconcile_errors_total")
+	}
+}
+
+// scrape reads a process's Prometheus endpoint.
+func scrape(t *testing.T, p *localcluster.Process) map[string]*dto.MetricFamily {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.Metrics, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", p.Name, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape %s: %s", p.Name, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", p.Name, err)
+	}
+	return fams
+}
+
+func scrapeGatekeepers(t *testing.T) []map[string]*dto.MetricFamily {
+	t.Helper()
+	out := make([]map[string]*dto.MetricFamily, len(cluster.Gatekeepers))
+	for i, g := range cluster.Gatekeepers {
+		out[i] = scrape(t, g)
+	}
+	return out
+}
+
+// hasLabels reports whether m carries every label of want.
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	found := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			found++
+		}
+	}
+	return found == len(want)
+}
+
+// sumCounters sums, over processes, the counter name's series with labels.
+// A series not exported yet counts 0.
+func sumCounters(fams []map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	var sum float64
+	for _, f := range fams {
+		for _, m := range f[name].GetMetric() {
+			if hasLabels(m, labels) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// gauge is the value of the gauge name's one series with labels.
+func gauge(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	for _, m := range fams[name].GetMetric() {
+		if hasLabels(m, labels) {
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// histogramCount is the number of observations of the unlabelled histogram name.
+func histogramCount(fams map[string]*dto.MetricFamily, name string) uint64 {
+	var n uint64
+	for _, m := range fams[name].GetMetric() {
+		n += m.GetHistogram().GetSampleCount()
+	}
+	return n
+}

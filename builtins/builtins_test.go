@@ -387,6 +387,12 @@ func TestQuantityHaltsOnBadInput(t *testing.T) {
 		{true, "", "quota.quantity: value: must be a quantity string or a number, got boolean"},
 		{"1", "cores", `quota.quantity: unit: "cores" is not a quantity suffix (use "", "m", "k", "M", "Ki", "Mi", "Gi", ...)`},
 		{"10E", "m", `quota.quantity: value 10E in units of "m": overflows int64`},
+		// apimachinery's parser spins on these (found by FuzzQuantity).
+		{"1e2147483648", "", `quota.quantity: value: "1e2147483648": exponent 2147483648 out of range (at most ±1000)`},
+		{"10000E200000000020000000", "", `quota.quantity: value: "10000E200000000020000000": exponent 200000000020000000 out of range (at most ±1000)`},
+		{"1", "e-9999999999", `quota.quantity: unit: "e-9999999999" is not a quantity suffix (use "", "m", "k", "M", "Ki", "Mi", "Gi", ...)`},
+		// A large exponent within range is decided without writing it out.
+		{"1e1000", "", `quota.quantity: value 10e999 in units of "": overflows int64`},
 	} {
 		_, err := eval(t, "quota.quantity(input.v, input.u)", map[string]any{"v": tc.value, "u": tc.unit})
 		if got := haltMessage(t, err); got != tc.want {

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	apiservercel "k8s.io/apiserver/pkg/cel"
+
+	"github.com/quotakeeper/quotakeeper/quantities"
 )
 
 // compiler compiles one policy's expressions in its environment and
@@ -313,7 +315,7 @@ func (a amount) value(val ref.Val) (int64, string) {
 
 // parse reads a quantity string such as "10Gi" or "50".
 func (a amount) parse(s string) (int64, string) {
-	q, err := resource.ParseQuantity(s)
+	q, err := quantities.Parse(s)
 	if err != nil {
 		return 0, fmt.Sprintf("%q is not an integer or a quantity such as 10Gi", s)
 	}

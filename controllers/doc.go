@@ -24,6 +24,9 @@
 //   - effective (effectiveresourcegrant_controller.go): the
 //     EffectiveResourceGrant a tenant reads in each of the consumer's
 //     namespaces.
+//   - grantcreationpolicy and claimcreationpolicy (policy_controller.go,
+//     one reconciler adapted to each kind): the Ready condition
+//     (PolicyReady, ValidationFailed, PolicyDisabled).
 //
 // Shared by all: the cache indexes (indexes.go), Options and ignoreConflict
 // (conflicts.go).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/celpolicy"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
@@ -22,6 +23,9 @@ const (
 	indexGrantResourceType = "quota.miloapis.com/grant-resource-type"
 	// indexEffectivePair: effective grants by consumer and resource type.
 	indexEffectivePair = "quota.miloapis.com/effective-pair"
+	// indexPolicyResourceType: creation policies by each resource type
+	// their template names literally.
+	indexPolicyResourceType = "quota.miloapis.com/policy-resource-type"
 )
 
 // pairKey names a consumer and resource type in index values. Fields are
@@ -52,6 +56,20 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 			e := o.(*quotav1alpha1.EffectiveResourceGrant)
 			return []string{pairKey(ledgerconv.Consumer(e.Spec.ConsumerRef), e.Spec.ResourceType)}
 		}},
+		{&quotav1alpha1.GrantCreationPolicy{}, indexPolicyResourceType, func(o client.Object) []string {
+			var out []string
+			for _, a := range o.(*quotav1alpha1.GrantCreationPolicy).Spec.Target.ResourceGrantTemplate.Spec.Allowances {
+				out = appendLiteral(out, a.ResourceType)
+			}
+			return out
+		}},
+		{&quotav1alpha1.ClaimCreationPolicy{}, indexPolicyResourceType, func(o client.Object) []string {
+			var out []string
+			for _, r := range o.(*quotav1alpha1.ClaimCreationPolicy).Spec.Target.ResourceClaimTemplate.Spec.Requests {
+				out = appendLiteral(out, r.ResourceType)
+			}
+			return out
+		}},
 	}
 	for _, ix := range indexes {
 		if err := indexer.IndexField(ctx, ix.obj, ix.name, ix.fn); err != nil {
@@ -59,4 +77,13 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		}
 	}
 	return nil
+}
+
+// appendLiteral appends a resource type a template names literally; a
+// templated one names no registration until rendered.
+func appendLiteral(out []string, rt string) []string {
+	if celpolicy.IsTemplate(rt) {
+		return out
+	}
+	return append(out, rt)
 }

@@ -13,16 +13,39 @@ import (
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
-// A second registration of an active resource type is refused, and takes
-// over when the first goes away.
+// Done when: a second ResourceRegistration for a resource type an active
+// one declares is rejected at create with "already registered".
+func TestWebhookRefusesASecondRegistration(t *testing.T) {
+	needEnv(t)
+	const rt = "t9.example.com/projects"
+	first := newRegistration(t, "t9-first", rt, organizationType)
+	second := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "t9-second"}, Spec: first.Spec}
+	requireInvalid(t, k8s.Create(ctx, second), "spec.resourceType", `Invalid value: "t9.example.com/projects": already registered by t9-first`)
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(second), second); !apierrors.IsNotFound(err) {
+		t.Fatalf("refused registration stored: %v", err)
+	}
+	// Editing the active registration is not a second one.
+	patch := client.MergeFrom(first.DeepCopy())
+	first.Spec.Description = "projects per organization"
+	if err := k8s.Patch(ctx, first, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A second registration the webhook did not see refused (two created at
+// once, or a cluster without the webhook) is refused by the controller, and
+// takes over when the first goes away.
 func TestSecondRegistrationIsRefused(t *testing.T) {
 	needEnv(t)
 	const rt = "t10.example.com/projects"
 	first := newRegistration(t, "t10-first", rt, organizationType)
 	second := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "t10-second"}, Spec: first.Spec}
-	if err := k8s.Create(ctx, second); err != nil {
-		t.Fatal(err)
-	}
+	probe := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "t10-probe"}, Spec: first.Spec}
+	withoutValidation(t, "vresourceregistration.quota.miloapis.com", probe, func() {
+		if err := k8s.Create(ctx, second); err != nil {
+			t.Fatal(err)
+		}
+	})
 	msg := waitCondition(t, second, quotav1alpha1.ConditionActive, metav1.ConditionFalse, quotav1alpha1.ReasonAlreadyRegistered)
 	if msg != "already registered by t10-first" {
 		t.Fatalf("message %q", msg)

@@ -37,6 +37,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		{"claim", (&claimReconciler{client: c, ledger: l, mirror: m, systemNamespace: opts.SystemNamespace,
 			concurrency: opts.ClaimConcurrency, now: now}).setup},
 		{"effective", (&effectiveReconciler{client: c}).setup},
+		{"grant creation policy", (&policyReconciler{client: c, mapper: mgr.GetRESTMapper(), kind: grantPolicyKind}).setup},
+		{"claim creation policy", (&policyReconciler{client: c, mapper: mgr.GetRESTMapper(), kind: claimPolicyKind}).setup},
 	}
 	for _, s := range steps {
 		if err := s.setup(mgr); err != nil {

@@ -8,6 +8,7 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -150,11 +151,20 @@ func TestWebhookRejectsBadRegistrationDimensions(t *testing.T) {
 }
 
 // withoutClaimValidation runs fn while the claim validating webhook is
-// removed from the cluster (as in a cluster that never installed it), and
-// puts it back, waiting until the apiserver calls it again.
+// removed from the cluster (as in a cluster that never installed it).
 func withoutClaimValidation(t *testing.T, fn func()) {
 	t.Helper()
-	const config, hook = "validating-webhook-configuration", "vresourceclaim.quota.miloapis.com"
+	// A tenant's claim on another namespace's quota is refused again.
+	probe := claimObject("default", "probe", nsConsumer("kube-system"), builders.Request(rtConfigMaps, 1, nil))
+	withoutValidation(t, "vresourceclaim.quota.miloapis.com", probe, fn)
+}
+
+// withoutValidation runs fn while the validating webhook hook is removed
+// from the cluster, and puts it back, waiting until the apiserver calls it
+// again: until creating probe (dry run) is refused as Invalid.
+func withoutValidation(t *testing.T, hook string, probe client.Object, fn func()) {
+	t.Helper()
+	const config = "validating-webhook-configuration"
 	vwc := &admissionv1.ValidatingWebhookConfiguration{}
 	if err := k8s.Get(ctx, client.ObjectKey{Name: config}, vwc); err != nil {
 		t.Fatal(err)
@@ -169,14 +179,12 @@ func withoutClaimValidation(t *testing.T, fn func()) {
 		if err := k8s.Update(ctx, current); err != nil {
 			t.Fatal(err)
 		}
-		// A tenant's claim on another namespace's quota is refused again.
-		probe := claimObject("default", "probe", nsConsumer("kube-system"), builders.Request(rtConfigMaps, 1, nil))
-		testenv.Eventually(t, settle, "claim validation back", func() error {
-			err := k8s.Create(ctx, probe, client.DryRunAll)
+		testenv.Eventually(t, settle, hook+" back", func() error {
+			err := k8s.Create(ctx, probe.DeepCopyObject().(client.Object), client.DryRunAll)
 			if apierrors.IsInvalid(err) {
 				return nil
 			}
-			return fmt.Errorf("claim validation not back yet: %w", err)
+			return fmt.Errorf("%s not back yet: %w", hook, err)
 		})
 	}
 	var kept []admissionv1.ValidatingWebhook
@@ -191,4 +199,77 @@ func withoutClaimValidation(t *testing.T, fn func()) {
 	}
 	defer restore()
 	fn()
+}
+
+// Done when: invalid CEL (unknown function, wrong result type, unknown
+// variable) is rejected at create with the field path, and nothing is
+// stored.
+func TestWebhooksRejectPoliciesThatDoNotCompile(t *testing.T) {
+	needEnv(t)
+	grantCases := []struct {
+		name  string
+		edit  func(*quotav1alpha1.GrantCreationPolicySpec)
+		field string
+		want  string
+	}{
+		{"unknown function", func(s *quotav1alpha1.GrantCreationPolicySpec) {
+			s.Trigger.Conditions = append(s.Trigger.Conditions, quotav1alpha1.TriggerCondition{Expression: "invalid_function()"})
+		}, "spec.trigger.conditions[1].expression", `Invalid value: "invalid_function()": compilation failed: 1:17: undeclared reference to 'invalid_function' (in container '')`},
+		{"wrong result type", func(s *quotav1alpha1.GrantCreationPolicySpec) {
+			s.Trigger.Conditions[0].Expression = "trigger.metadata.name"
+		}, "spec.trigger.conditions[0].expression", `Invalid value: "trigger.metadata.name": must evaluate to bool but got dyn`},
+		{"unknown variable", func(s *quotav1alpha1.GrantCreationPolicySpec) {
+			s.Target.ResourceGrantTemplate.Metadata.Annotations = map[string]string{"requested-by": "{{ user.username }}"}
+		}, "spec.target.resourceGrantTemplate.metadata.annotations[requested-by]",
+			`Invalid value: "{{ user.username }}": compilation failed in {{ user.username }}: 1:1: undeclared reference to 'user' (in container '')`},
+	}
+	for i, tc := range grantCases {
+		t.Run("GrantCreationPolicy "+tc.name, func(t *testing.T) {
+			p := grantPolicyObject(fmt.Sprintf("t30-bad-%d", i), rtConfigMaps)
+			tc.edit(&p.Spec)
+			requireInvalid(t, k8s.Create(ctx, p), tc.field, tc.want)
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), &quotav1alpha1.GrantCreationPolicy{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("rejected policy stored: %v", err)
+			}
+		})
+	}
+
+	claimCases := []struct {
+		name  string
+		edit  func(*quotav1alpha1.ClaimCreationPolicySpec)
+		field string
+		want  string
+	}{
+		{"unknown function", func(s *quotav1alpha1.ClaimCreationPolicySpec) {
+			s.Trigger.Conditions = []quotav1alpha1.TriggerCondition{{Expression: "true"}, {Expression: "invalid_function()"}}
+		}, "spec.trigger.conditions[1].expression", `Invalid value: "invalid_function()": compilation failed: 1:17: undeclared reference to 'invalid_function' (in container '')`},
+		{"wrong result type", func(s *quotav1alpha1.ClaimCreationPolicySpec) {
+			s.Target.ResourceClaimTemplate.Spec.Requests[0].Amount = intstr.FromString("{{ trigger.metadata.name == 'a' }}")
+		}, "spec.target.resourceClaimTemplate.spec.requests[0].amount",
+			`Invalid value: "{{ trigger.metadata.name == 'a' }}": {{ trigger.metadata.name == 'a' }} must evaluate to int, string or kubernetes.Quantity but got bool`},
+		{"unknown variable", func(s *quotav1alpha1.ClaimCreationPolicySpec) {
+			s.Target.ResourceClaimTemplate.Spec.ConsumerRef.Name = "{{.parentOrg}}"
+		}, "spec.target.resourceClaimTemplate.spec.consumerRef.name",
+			`Invalid value: "{{.parentOrg}}": compilation failed in {{.parentOrg}}: 1:1: undeclared reference to 'parentOrg' (in container '')`},
+	}
+	for i, tc := range claimCases {
+		t.Run("ClaimCreationPolicy "+tc.name, func(t *testing.T) {
+			p := claimPolicyObject(fmt.Sprintf("t30-bad-%d", i), rtConfigMaps)
+			tc.edit(&p.Spec)
+			requireInvalid(t, k8s.Create(ctx, p), tc.field, tc.want)
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(p), &quotav1alpha1.ClaimCreationPolicy{}); !apierrors.IsNotFound(err) {
+				t.Fatalf("rejected policy stored: %v", err)
+			}
+		})
+	}
+
+	// An update is judged on its new spec.
+	p := grantPolicyObject("t30-ok", rtConfigMaps)
+	if err := k8s.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Spec.Trigger.Conditions[0].Expression = "size(trigger.metadata.name)"
+	requireInvalid(t, k8s.Patch(ctx, p, patch), "spec.trigger.conditions[0].expression",
+		`Invalid value: "size(trigger.metadata.name)": must evaluate to bool but got int`)
 }

@@ -53,7 +53,7 @@ func ValidateGrant(g *quotav1alpha1.ResourceGrant, cat *Catalog, systemNamespace
 	}
 	for i, a := range g.Spec.Allowances {
 		path := field.NewPath("spec", "allowances").Index(i)
-		reg := v.registration(cat, a.ResourceType, consumer, path.Child("resourceType"))
+		reg := v.registration(cat, a.ResourceType, path.Child("resourceType"), consumerType(consumer), consumerPath)
 		var sum int64
 		overflowed := false
 		for j, b := range a.Buckets {
@@ -118,7 +118,7 @@ func ValidateClaim(c *quotav1alpha1.ResourceClaim, cat *Catalog, ns *corev1.Name
 	}
 	for i, r := range c.Spec.Requests {
 		path := field.NewPath("spec", "requests").Index(i)
-		reg := v.registration(cat, r.ResourceType, c.Spec.ConsumerRef, path.Child("resourceType"))
+		reg := v.registration(cat, r.ResourceType, path.Child("resourceType"), consumerType(c.Spec.ConsumerRef), consumerPath)
 		for _, k := range slices.Sorted(maps.Keys(r.Dimensions)) {
 			dpath := path.Child("dimensions").Key(k)
 			if msg := ledger.DimensionKeyError(k); msg != "" {
@@ -154,10 +154,28 @@ func membership(namespace string, ns *corev1.Namespace, consumer quotav1alpha1.C
 		namespace, consumerString(consumer), quotav1alpha1.ConsumerLabelKey(consumer.APIGroup, consumer.Kind), consumer.Name)
 }
 
+// ValidatePolicyResourceType judges a resource type a creation policy's
+// template names literally, at path, as a grant's or claim's is judged: it
+// has an active registration, for the consumer kind the template names at
+// consumerPath (consumer nil when the template computes the kind).
+func ValidatePolicyResourceType(cat *Catalog, rt string, path *field.Path, consumer *quotav1alpha1.ConsumerTypeRef, consumerPath *field.Path) Verdict {
+	var v Verdict
+	v.registration(cat, rt, path, consumer, consumerPath)
+	return v
+}
+
+// consumerPath is where grants and claims name their consumer.
+var consumerPath = field.NewPath("spec", "consumerRef")
+
+func consumerType(c quotav1alpha1.ConsumerRef) *quotav1alpha1.ConsumerTypeRef {
+	return &quotav1alpha1.ConsumerTypeRef{APIGroup: c.APIGroup, Kind: c.Kind}
+}
+
 // registration resolves a resource type for one allowance or request,
 // recording what is wrong with it; it returns the registration whose
-// dimensions apply, or nil.
-func (v *Verdict) registration(cat *Catalog, rt string, consumer quotav1alpha1.ConsumerRef, path *field.Path) *quotav1alpha1.ResourceRegistration {
+// dimensions apply, or nil. A consumer kind, when given, must be the
+// registration's.
+func (v *Verdict) registration(cat *Catalog, rt string, path *field.Path, consumer *quotav1alpha1.ConsumerTypeRef, consumerPath *field.Path) *quotav1alpha1.ResourceRegistration {
 	reg, state := cat.Lookup(rt)
 	switch state {
 	case Unregistered:
@@ -170,9 +188,8 @@ func (v *Verdict) registration(cat *Catalog, rt string, consumer quotav1alpha1.C
 	case Pending:
 		v.Pending = append(v.Pending, fmt.Sprintf("%s: ResourceRegistration %q for %q has not been judged active yet", path, reg.Name, rt))
 	}
-	want := reg.Spec.ConsumerTypeRef
-	if want.APIGroup != consumer.APIGroup || want.Kind != consumer.Kind {
-		v.Errors = append(v.Errors, field.Invalid(field.NewPath("spec", "consumerRef"), groupKind(consumer.APIGroup, consumer.Kind),
+	if want := reg.Spec.ConsumerTypeRef; consumer != nil && (want.APIGroup != consumer.APIGroup || want.Kind != consumer.Kind) {
+		v.Errors = append(v.Errors, field.Invalid(consumerPath, groupKind(consumer.APIGroup, consumer.Kind),
 			fmt.Sprintf("resource type %q is consumed by %s (ResourceRegistration %q)", rt, groupKind(want.APIGroup, want.Kind), reg.Name)))
 	}
 	return reg

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/test/builders"
@@ -219,5 +220,40 @@ func TestValidateRegistration(t *testing.T) {
 	want := `spec.dimensions[1]: Invalid value: "not a key!": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`
 	if len(errs) != 1 || errs[0].Error() != want {
 		t.Fatalf("got %v\nwant %s", errs, want)
+	}
+}
+
+func TestValidatePolicyResourceType(t *testing.T) {
+	cat := NewCatalog([]quotav1alpha1.ResourceRegistration{reg("cpu", rtCPU, "active"), reg("new", "x/new", "")})
+	path := field.NewPath("spec", "target", "resourceGrantTemplate", "spec", "allowances").Index(0).Child("resourceType")
+	cpath := field.NewPath("spec", "target", "resourceGrantTemplate", "spec", "consumerRef")
+	ns := &quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"}
+	orgType := &quotav1alpha1.ConsumerTypeRef{APIGroup: org.APIGroup, Kind: org.Kind}
+	cases := []struct {
+		name     string
+		rt       string
+		consumer *quotav1alpha1.ConsumerTypeRef
+		want     string
+		pending  string
+	}{
+		{"registered for the consumer kind", rtCPU, orgType, "", ""},
+		{"the template computes the consumer kind", rtCPU, nil, "", ""},
+		{"another consumer kind", rtCPU, ns,
+			`spec.target.resourceGrantTemplate.spec.consumerRef: Invalid value: "Namespace": resource type "compute.miloapis.com/cpu" is consumed by resourcemanager.miloapis.com/Organization (ResourceRegistration "cpu")`, ""},
+		{"unregistered", "x/unknown", orgType,
+			`spec.target.resourceGrantTemplate.spec.allowances[0].resourceType: Invalid value: "x/unknown": no ResourceRegistration declares this resource type`, ""},
+		{"not judged yet", "x/new", orgType, "",
+			`spec.target.resourceGrantTemplate.spec.allowances[0].resourceType: ResourceRegistration "new" for "x/new" has not been judged active yet`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := ValidatePolicyResourceType(cat, tc.rt, path, tc.consumer, cpath)
+			if got := errorsOf(v); got != tc.want {
+				t.Errorf("errors:\n got %s\nwant %s", got, tc.want)
+			}
+			if got := strings.Join(v.Pending, "\n"); got != tc.pending {
+				t.Errorf("pending:\n got %s\nwant %s", got, tc.pending)
+			}
+		})
 	}
 }

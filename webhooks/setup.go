@@ -1,6 +1,6 @@
 // Package webhooks keeps bad quota objects out: validating webhooks for
-// registrations, grants and claims, and the mutating webhook that gives
-// every claim its finalizer. The webhooks are adapters: the rules live in
+// registrations, grants, claims and creation policies, and the mutating
+// webhook that gives every claim its finalizer. The webhooks are adapters: the rules live in
 // package validation, which the controllers and quotactl apply too. What is
 // the webhooks' own is admission itself: which operations are judged.
 package webhooks
@@ -28,7 +28,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	reader := mgr.GetClient()
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ResourceRegistration{}).
-		WithValidator(RegistrationValidator{}).Complete(); err != nil {
+		WithValidator(RegistrationValidator{Reader: reader}).Complete(); err != nil {
 		return fmt.Errorf("registration webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ResourceGrant{}).
@@ -39,6 +39,14 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		WithValidator(&ClaimValidator{Reader: reader, SystemNamespace: opts.SystemNamespace}).
 		WithDefaulter(ClaimFinalizer{}).Complete(); err != nil {
 		return fmt.Errorf("claim webhooks: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.GrantCreationPolicy{}).
+		WithValidator(GrantPolicyValidator{}).Complete(); err != nil {
+		return fmt.Errorf("grant creation policy webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ClaimCreationPolicy{}).
+		WithValidator(ClaimPolicyValidator{}).Complete(); err != nil {
+		return fmt.Errorf("claim creation policy webhook: %w", err)
 	}
 	return nil
 }

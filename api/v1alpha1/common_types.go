@@ -78,4 +78,6 @@ const (
 	ReasonPendingEvaluation  = "PendingEvaluation"
 	ReasonWithinLimit        = "WithinLimit"
 	ReasonLimitLowered       = "LimitLowered"
+	ReasonPolicyReady        = "PolicyReady"
+	ReasonPolicyDisabled     = "PolicyDisabled"
 )

@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "strings"
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
 
 // LabelPrefix is the prefix of quotakeeper's own labels and annotations.
 const LabelPrefix = "quota.miloapis.com"
@@ -26,4 +30,25 @@ func NamespaceBelongsTo(namespace string, labels map[string]string, c ConsumerRe
 		return c.Name == namespace
 	}
 	return labels[ConsumerLabelKey(c.APIGroup, c.Kind)] == c.Name
+}
+
+// Labels every AllowanceBucket carries, as Milo's buckets do, so that a
+// consumer's buckets can be listed with a label selector.
+const (
+	LabelConsumerKind = LabelPrefix + "/consumer-kind"
+	LabelConsumerName = LabelPrefix + "/consumer-name"
+)
+
+// BucketLabels are the labels of a bucket of consumer c: its kind and name.
+// A value that cannot be a label value (a name longer than 63 characters)
+// is left out: the bucket must still be created, and its spec.consumerRef
+// names the consumer in full.
+func BucketLabels(c ConsumerRef) map[string]string {
+	out := map[string]string{}
+	for k, v := range map[string]string{LabelConsumerKind: c.Kind, LabelConsumerName: c.Name} {
+		if len(validation.IsValidLabelValue(v)) == 0 {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -2,7 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // TriggerResource names the kind whose objects trigger a policy.
@@ -17,7 +17,9 @@ type TriggerResource struct {
 
 // TriggerCondition is a CEL expression over the triggering object; all must be true.
 type TriggerCondition struct {
-	// Expression is a CEL expression that returns a bool.
+	// Expression is a CEL expression that returns a bool. Variables: trigger
+	// (the object; GrantCreationPolicy also names it object); user and
+	// requestInfo in a ClaimCreationPolicy.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
 	Expression string `json:"expression"`
@@ -42,7 +44,8 @@ type PolicyStatus struct {
 	// ObservedGeneration is the generation the conditions describe.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions: Ready.
+	// Conditions: Ready (PolicyReady, or False with ValidationFailed or
+	// PolicyDisabled).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -62,19 +65,129 @@ type GrantCreationPolicySpec struct {
 
 // GrantTarget holds the template of the grant to create.
 type GrantTarget struct {
-	// ResourceGrantTemplate is rendered with the triggering object as .trigger.
+	// ParentContext names the object the grant is for, by a CEL expression
+	// over the trigger. The grant is created only while that object exists,
+	// and is owned by it (and by the trigger), so it goes when either goes.
+	// The kind must be a cluster-scoped kind the API server serves.
+	// +optional
+	ParentContext *ParentContext `json:"parentContext,omitempty"`
+	// ResourceGrantTemplate is rendered for each triggering object.
 	ResourceGrantTemplate ResourceGrantTemplate `json:"resourceGrantTemplate"`
 }
 
-// ResourceGrantTemplate is a ResourceGrant whose string fields may hold Go templates.
-type ResourceGrantTemplate struct {
-	// Metadata for the created grant: name, namespace, labels, annotations.
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
+// ParentContext names, per trigger, the object a policy's grant belongs to.
+// Milo resolves it to another control plane; in a single cluster it is an
+// object of this cluster that must exist for the grant to be created.
+type ParentContext struct {
+	// APIGroup of the parent kind; empty for the core group.
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
-	Metadata runtime.RawExtension `json:"metadata,omitempty"`
+	APIGroup string `json:"apiGroup,omitempty"`
+	// Kind of the parent: a cluster-scoped kind the API server serves.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// NameExpression is a CEL expression over the trigger that returns the
+	// parent's name, such as trigger.metadata.labels["organization"].
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	NameExpression string `json:"nameExpression"`
+}
+
+// ObjectMetaTemplate is the metadata of an object a policy creates. Every
+// string value may hold {{ expr }} templates (see ResourceGrantTemplate);
+// label and annotation keys are literal.
+type ObjectMetaTemplate struct {
+	// Name of the created object; empty to use GenerateName.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Name string `json:"name,omitempty"`
+	// GenerateName is the prefix of a generated name, used when Name is empty.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	GenerateName string `json:"generateName,omitempty"`
+	// Namespace of the created object. Empty: for a grant, the namespace of
+	// its consumer's buckets; for a claim, the trigger's namespace.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Labels of the created object.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations of the created object.
+	// +optional
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// ConsumerRefTemplate is a ConsumerRef whose fields may hold {{ expr }}
+// templates.
+type ConsumerRefTemplate struct {
+	// APIGroup of the consumer; empty for the core group.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	APIGroup string `json:"apiGroup,omitempty"`
+	// Kind of the consumer.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Kind string `json:"kind"`
+	// Name of the consumer, such as '{{.trigger.metadata.name}}'.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Name string `json:"name"`
+	// Namespace of the consumer, for namespaced consumer kinds.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// ResourceGrantTemplate is the grant a GrantCreationPolicy creates for a
+// trigger. A string field is a template when it holds {{ expr }} segments:
+// each is a CEL expression that returns a string (the leading-dot form
+// {{.trigger.metadata.name}} means trigger.metadata.name), and the rendered
+// value replaces it. Label and annotation keys and dimension selectors are
+// literal.
+type ResourceGrantTemplate struct {
+	// Metadata of the created grant.
+	// +optional
+	Metadata ObjectMetaTemplate `json:"metadata,omitempty"`
 	// Spec of the created grant.
-	Spec ResourceGrantSpec `json:"spec"`
+	Spec ResourceGrantSpecTemplate `json:"spec"`
+}
+
+// ResourceGrantSpecTemplate is a ResourceGrantSpec that may hold templates.
+type ResourceGrantSpecTemplate struct {
+	// ConsumerRef is the consumer that receives the allowances.
+	ConsumerRef ConsumerRefTemplate `json:"consumerRef"`
+	// Allowances are the amounts granted, per resource type.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	Allowances []AllowanceTemplate `json:"allowances"`
+}
+
+// AllowanceTemplate is an Allowance that may hold templates.
+type AllowanceTemplate struct {
+	// ResourceType names an active ResourceRegistration's resourceType.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ResourceType string `json:"resourceType"`
+	// Buckets are the amounts granted, each for the dimensions its selector matches.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	Buckets []GrantBucketTemplate `json:"buckets"`
+}
+
+// GrantBucketTemplate is a GrantBucket whose amount may be computed.
+type GrantBucketTemplate struct {
+	// Amount in the registration's base unit: an integer (50); a quantity
+	// string ("10Gi", for amounts past the 32-bit range too); or a single
+	// {{ expr }} returning an int, a quantity string or a quantity.
+	Amount intstr.IntOrString `json:"amount"`
+	// DimensionSelector selects the bucket dimensions this amount applies to;
+	// empty or absent selects every bucket of the resource type.
+	// +optional
+	DimensionSelector *metav1.LabelSelector `json:"dimensionSelector,omitempty"`
 }
 
 // GrantCreationPolicy creates ResourceGrants when objects of a kind appear.
@@ -112,19 +225,46 @@ type ClaimCreationPolicySpec struct {
 
 // ClaimTarget holds the template of the claim to make.
 type ClaimTarget struct {
-	// ResourceClaimTemplate is rendered with the triggering object as .trigger.
+	// ResourceClaimTemplate is rendered for each triggering object.
 	ResourceClaimTemplate ResourceClaimTemplate `json:"resourceClaimTemplate"`
 }
 
-// ResourceClaimTemplate is a ResourceClaim whose string fields may hold Go templates.
+// ResourceClaimTemplate is the claim a ClaimCreationPolicy makes for a
+// trigger; templates as in ResourceGrantTemplate, with the variables
+// trigger, user and requestInfo. The claim's resourceRef is the trigger.
 type ResourceClaimTemplate struct {
-	// Metadata for the created claim: name, namespace, labels, annotations.
-	// +kubebuilder:pruning:PreserveUnknownFields
-	// +kubebuilder:validation:Schemaless
+	// Metadata of the created claim.
 	// +optional
-	Metadata runtime.RawExtension `json:"metadata,omitempty"`
+	Metadata ObjectMetaTemplate `json:"metadata,omitempty"`
 	// Spec of the created claim.
-	Spec ResourceClaimSpec `json:"spec"`
+	Spec ResourceClaimSpecTemplate `json:"spec"`
+}
+
+// ResourceClaimSpecTemplate is a ResourceClaimSpec that may hold templates.
+type ResourceClaimSpecTemplate struct {
+	// ConsumerRef is the consumer whose quota is claimed.
+	ConsumerRef ConsumerRefTemplate `json:"consumerRef"`
+	// Requests are the amounts claimed, one per resource type.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	Requests []ResourceRequestTemplate `json:"requests"`
+}
+
+// ResourceRequestTemplate is a ResourceRequest that may hold templates.
+type ResourceRequestTemplate struct {
+	// ResourceType names an active ResourceRegistration's resourceType.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	ResourceType string `json:"resourceType"`
+	// Amount in the registration's base unit, at least 1: an integer, a
+	// quantity string, or a single {{ expr }} (see GrantBucketTemplate).
+	Amount intstr.IntOrString `json:"amount"`
+	// Dimensions place the request in a bucket; keys are literal, values
+	// may hold templates.
+	// +kubebuilder:validation:MaxProperties=16
+	// +optional
+	Dimensions map[string]string `json:"dimensions,omitempty"`
 }
 
 // ClaimCreationPolicy claims quota at admission when objects of a kind are created.

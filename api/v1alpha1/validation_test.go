@@ -5,13 +5,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
@@ -301,4 +304,54 @@ func TestGrantAmounts(t *testing.T) {
 		t.Fatalf("grant of 0 rejected: %v", err)
 	}
 	requireInvalid(t, k8s.Create(ctx, grant("negative", -1)), "spec.allowances[0].buckets[0].amount", "should be greater than or equal to 0")
+}
+
+// Seed 002's policy examples are valid objects (its claim example's
+// '{{.parentOrg}}' is refused by the policy webhook, which this suite does
+// not run; the schema admits it).
+func TestSeedPolicyExamplesAccepted(t *testing.T) {
+	ctx := context.Background()
+	for _, file := range []string{"seed-002-grant-policy.yaml", "seed-002-claim-policy.yaml"} {
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "celpolicy", "testdata", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(data, &obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	var p quotav1alpha1.GrantCreationPolicy
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "organization-project-quota"}, &p); err != nil {
+		t.Fatal(err)
+	}
+	if b := p.Spec.Target.ResourceGrantTemplate.Spec.Allowances[0].Buckets[0]; b.Amount != intstr.FromInt32(50) {
+		t.Fatalf("amount %#v, want the integer 50", b.Amount)
+	}
+}
+
+// A GrantCreationPolicy's amount is an integer or a string (a quantity or a
+// template); nothing else.
+func TestPolicyAmountIsIntOrString(t *testing.T) {
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(`
+apiVersion: quota.miloapis.com/v1alpha1
+kind: GrantCreationPolicy
+metadata: {name: amount-list}
+spec:
+  trigger: {resource: {apiVersion: v1, kind: Namespace}}
+  target:
+    resourceGrantTemplate:
+      spec:
+        consumerRef: {kind: Namespace, name: '{{trigger.metadata.name}}'}
+        allowances:
+        - resourceType: core/configmaps
+          buckets: [{amount: [1]}]
+`), &obj.Object); err != nil {
+		t.Fatal(err)
+	}
+	requireInvalid(t, k8s.Create(context.Background(), obj), "spec.target.resourceGrantTemplate.spec.allowances[0].buckets[0].amount", "in body must be of type integer: \"array\"")
 }

@@ -191,7 +191,8 @@ func (s *Store) commit(ctx context.Context, key ledger.BucketKey, obj *quotav1al
 		}
 		if obj == nil {
 			created := &quotav1alpha1.AllowanceBucket{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace,
+					Labels: quotav1alpha1.BucketLabels(ledgerconv.ConsumerRef(key.Consumer))},
 				Spec: quotav1alpha1.AllowanceBucketSpec{
 					ConsumerRef: ledgerconv.ConsumerRef(key.Consumer), ResourceType: key.ResourceType,
 					Dimensions: key.DimensionSet(),

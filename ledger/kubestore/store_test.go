@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -108,6 +109,19 @@ func TestLifecycleOnTheAPIServer(t *testing.T) {
 	}
 	if obj.Spec.ConsumerRef.Name != acme.Name || obj.Spec.ResourceType != projects {
 		t.Fatalf("spec %+v", obj.Spec)
+	}
+	// claimCount is present when 0, as Milo's is: read the stored JSON.
+	raw := &unstructured.Unstructured{}
+	raw.SetGroupVersionKind(quotav1alpha1.GroupVersion.WithKind("AllowanceBucket"))
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), raw); err != nil {
+		t.Fatal(err)
+	}
+	if n, found, _ := unstructured.NestedInt64(raw.Object, "status", "claimCount"); !found || n != 0 {
+		t.Fatalf("status.claimCount %d (present: %v), want 0 present", n, found)
+	}
+	// Milo's labels, to list a consumer's buckets by.
+	if diff := cmp.Diff(map[string]string{"quota.miloapis.com/consumer-kind": "Organization", "quota.miloapis.com/consumer-name": acme.Name}, obj.Labels); diff != "" {
+		t.Fatalf("labels (-want +got):\n%s", diff)
 	}
 
 	// cm-1 appeared and is counted: the observer folds its reservation in

@@ -86,10 +86,10 @@ func TestPolicyValidationFailedSaysWhatIsWrong(t *testing.T) {
 		}(), `spec.trigger.resource: Invalid value: "/v2, Kind=ConfigMap": the API server does not serve this kind`},
 		{"parent kind not served", func() client.Object {
 			p := grantPolicyObject("t33-parent", rtConfigMaps)
-			p.Spec.Target.ParentContext = &quotav1alpha1.ParentContext{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization",
-				NameExpression: `trigger.metadata.labels["organization"]`}
+			p.Spec.Target.ParentContext = &quotav1alpha1.ParentContext{APIGroup: "example.com", Kind: "Tenant",
+				NameExpression: `trigger.metadata.labels["tenant"]`}
 			return p
-		}(), `spec.target.parentContext: Invalid value: "Organization.resourcemanager.miloapis.com": the API server does not serve this kind`},
+		}(), `spec.target.parentContext: Invalid value: "Tenant.example.com": the API server does not serve this kind`},
 		{"namespaced parent kind", func() client.Object {
 			p := grantPolicyObject("t33-namespaced-parent", rtConfigMaps)
 			p.Spec.Target.ParentContext = &quotav1alpha1.ParentContext{Kind: "ConfigMap", NameExpression: `"settings"`}

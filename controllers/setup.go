@@ -39,6 +39,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		{"effective", (&effectiveReconciler{client: c}).setup},
 		{"grant creation policy", (&policyReconciler{client: c, mapper: mgr.GetRESTMapper(), kind: grantPolicyKind}).setup},
 		{"claim creation policy", (&policyReconciler{client: c, mapper: mgr.GetRESTMapper(), kind: claimPolicyKind}).setup},
+		{"grant creation", (&grantPolicyReconciler{client: c, systemNamespace: opts.SystemNamespace}).setup},
 	}
 	for _, s := range steps {
 		if err := s.setup(mgr); err != nil {

@@ -252,6 +252,26 @@ func TestInvalidInputHaltsWithTheFieldAndChangesNothing(t *testing.T) {
 			"quota.reserve: claim.requests: must not be empty"},
 		{"not an object", "quota.reserve(input.claim)", map[string]any{"claim": "c"},
 			"quota.reserve: claim: must be an object, got string"},
+		{"misspelt claim field", "quota.reserve(input)", map[string]any{"id": "c", "requests": []any{ok}, "metdata": map[string]any{}},
+			"quota.reserve: claim.metdata: unknown field (allowed: id, object, requests, metadata)"},
+		{"metadata not an object", "quota.reserve(input)", withMetadata(claim("c", ok), "web"),
+			"quota.reserve: claim.metadata: must be an object, got string"},
+		{"misspelt metadata field", "quota.reserve(input)", withMetadata(claim("c", ok), map[string]any{"label": map[string]any{}}),
+			"quota.reserve: claim.metadata.label: unknown field (allowed: name, generateName, namespace, labels, annotations)"},
+		{"metadata fields of the wrong type", "quota.reserve(input)", withMetadata(claim("c", ok), map[string]any{
+			"name": 7, "namespace": true, "labels": []any{"app"}, "annotations": map[string]any{"n": 1}}),
+			"quota.reserve: claim.metadata.name: must be a string, got number; claim.metadata.namespace: must be a string, got boolean; " +
+				"claim.metadata.labels: must be an object of strings, got array; claim.metadata.annotations[n]: must be a string, got number"},
+		{"metadata name not a DNS subdomain", "quota.reserve(input)", withMetadata(claim("c", ok), map[string]any{"name": "Web_Pods"}),
+			`quota.reserve: claim.metadata.name: Invalid value: "Web_Pods": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
+		{"metadata generateName not a prefix", "quota.reserve(input)", withMetadata(claim("c", ok), map[string]any{"generateName": "-web-"}),
+			`quota.reserve: claim.metadata.generateName: Invalid value: "-web-": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`},
+		{"metadata namespace not a DNS label", "quota.reserve(input)", withMetadata(claim("c", ok), map[string]any{"namespace": "team.a"}),
+			`quota.reserve: claim.metadata.namespace: Invalid value: "team.a": must not contain dots`},
+		{"metadata label value invalid", "quota.reserve(input)", withMetadata(claim("c", ok), map[string]any{"labels": map[string]any{"app": "web pods"}}),
+			`quota.reserve: claim.metadata.labels: Invalid value: "web pods": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`},
+		{"metadata annotation key invalid", "quota.reserve(input)", withMetadata(claim("c", ok), map[string]any{"annotations": map[string]any{"a b": "x"}}),
+			`quota.reserve: claim.metadata.annotations: Invalid value: "a b": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`},
 		{"usage without resource type", "quota.usage(input)", map[string]any{"consumer": map[string]any{"kind": "Namespace", "name": "team-a"}},
 			"quota.usage: query.resourceType: required"},
 		{"usage with a misspelt field", "quota.usage(input)", map[string]any{"consumer": map[string]any{"kind": "Namespace", "name": "team-a"}, "resourceType": "core/pods", "dimension": map[string]any{}},
@@ -266,6 +286,11 @@ func TestInvalidInputHaltsWithTheFieldAndChangesNothing(t *testing.T) {
 			assertEqual(t, "usage", usageOf(t, l, teamA), ledger.Usage{Limit: 10, Available: 10})
 		})
 	}
+}
+
+func withMetadata(c map[string]any, md any) map[string]any {
+	c["metadata"] = md
+	return c
 }
 
 // overflowText is the ledger's own overflow error text, so the test does not

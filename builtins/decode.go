@@ -128,8 +128,8 @@ func wholeNumber(n json.Number) (int64, error) {
 	return r.Num().Int64(), nil
 }
 
-// labels returns m[key] as a map of label-syntax keys and values; absent is nil.
-func (d *decoder) labels(path string, m map[string]any, key string) map[string]string {
+// stringMap returns m[key] as a map of strings; absent is nil.
+func (d *decoder) stringMap(path string, m map[string]any, key string) map[string]string {
 	v, ok := m[key]
 	if !ok {
 		return nil
@@ -142,20 +142,28 @@ func (d *decoder) labels(path string, m map[string]any, key string) map[string]s
 	}
 	out := make(map[string]string, len(obj))
 	for _, k := range slices.Sorted(maps.Keys(obj)) {
-		field := fmt.Sprintf("%s[%s]", path, k)
 		s, ok := obj[k].(string)
 		if !ok {
-			d.fail(field, "must be a string, got %s", typeName(obj[k]))
+			d.fail(fmt.Sprintf("%s[%s]", path, k), "must be a string, got %s", typeName(obj[k]))
 			continue
 		}
+		out[k] = s
+	}
+	return out
+}
+
+// labels returns m[key] as a map of label-syntax keys and values; absent is nil.
+func (d *decoder) labels(path string, m map[string]any, key string) map[string]string {
+	out := d.stringMap(path, m, key)
+	for _, k := range slices.Sorted(maps.Keys(out)) {
+		field := fmt.Sprintf("%s.%s[%s]", path, key, k)
 		// Checked here too so the error carries the argument's path.
 		if msg := ledger.DimensionKeyError(k); msg != "" {
 			d.fail(field, "invalid key: %s", msg)
 		}
-		if msg := ledger.DimensionValueError(s); msg != "" {
-			d.fail(field, "invalid value %q: %s", s, msg)
+		if msg := ledger.DimensionValueError(out[k]); msg != "" {
+			d.fail(field, "invalid value %q: %s", out[k], msg)
 		}
-		out[k] = s
 	}
 	return out
 }

@@ -14,11 +14,11 @@ import (
 )
 
 // Recorder collects the claims quota.reserve is asked for while evaluating
-// one object in observe mode; quota.reserve then answers "granted" without
-// touching any ledger, and quota.usage answers limit=max int64, zeros
-// otherwise (available is limit - allocated - reserved, so max int64 too).
-// Safe for one evaluation at a time.
-type Recorder struct{ Claims []ledger.Claim }
+// one object in observe mode, each with its metadata; quota.reserve then
+// answers "granted" without touching any ledger, and quota.usage answers
+// limit=max int64, zeros otherwise (available is limit - allocated -
+// reserved, so max int64 too). Safe for one evaluation at a time.
+type Recorder struct{ Claims []RecordedClaim }
 
 type recorderKey struct{}
 
@@ -41,8 +41,9 @@ func recorderFrom(bctx rego.BuiltinContext) *Recorder {
 
 // record answers quota.reserve in observe mode: every request granted with
 // unlimited numbers, so the template takes its "admitted" path.
-func (r *Recorder) record(claim ledger.Claim) map[string]any {
-	r.Claims = append(r.Claims, claim)
+func (r *Recorder) record(rc RecordedClaim) map[string]any {
+	r.Claims = append(r.Claims, rc)
+	claim := rc.Claim
 	d := ledger.Decision{Granted: true}
 	index := map[ledger.BucketKey]int{}
 	for _, req := range claim.Requests {

@@ -31,7 +31,8 @@ var (
 			"Halts on invalid input or when the ledger cannot decide.",
 		Decl: types.NewFunction(
 			types.Args(types.Named("claim", anyObject).Description(
-				"{id, object: {apiGroup, kind, namespace, name, uid}, requests: [{consumer: {apiGroup, kind, name, namespace}, resourceType, amount, dimensions}]}")),
+				"{id, object: {apiGroup, kind, namespace, name, uid}, requests: [{consumer: {apiGroup, kind, name, namespace}, resourceType, amount, dimensions}], "+
+					"metadata: {name, generateName, namespace, labels, annotations}} (metadata names the claim's ResourceClaim view; optional)")),
 			types.Named("decision", anyObject).Description(
 				"{id, granted, message, requests: [{consumer, resourceType, dimensions, amount, bucket, granted, reason, limit, allocated, reserved, available, message}]}"),
 		),

@@ -11,12 +11,12 @@ import (
 
 // reserve implements quota.reserve(claim).
 func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
-	claim, err := decodeClaim(arg)
+	claim, md, err := decodeClaim(arg)
 	if err != nil {
 		return nil, err
 	}
 	if r := recorderFrom(bctx); r != nil {
-		return toTerm(r.record(claim))
+		return toTerm(r.record(RecordedClaim{Claim: claim, Metadata: md}))
 	}
 	l, err := currentLedger()
 	if err != nil {
@@ -33,15 +33,17 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	return toTerm(decisionJSON(claim.ID, d))
 }
 
-func decodeClaim(arg *ast.Term) (ledger.Claim, error) {
+// decodeClaim decodes quota.reserve's argument: the claim for the ledger,
+// and the metadata of its view, which the ledger never sees.
+func decodeClaim(arg *ast.Term) (ledger.Claim, ClaimMetadata, error) {
 	v, err := toJSON("claim", arg)
 	if err != nil {
-		return ledger.Claim{}, err
+		return ledger.Claim{}, ClaimMetadata{}, err
 	}
 	var d decoder
-	m := d.object("claim", v, "id", "object", "requests")
+	m := d.object("claim", v, "id", "object", "requests", "metadata")
 	if m == nil {
-		return ledger.Claim{}, d.err()
+		return ledger.Claim{}, ClaimMetadata{}, d.err()
 	}
 	var c ledger.Claim
 	c.ID = d.requiredString("claim", m, "id")
@@ -76,7 +78,8 @@ func decodeClaim(arg *ast.Term) (ledger.Claim, error) {
 			c.Requests = append(c.Requests, req)
 		}
 	}
-	return c, d.err()
+	md := d.metadata("claim", m)
+	return c, md, d.err()
 }
 
 func decisionJSON(id string, d ledger.Decision) map[string]any {

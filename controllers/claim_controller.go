@@ -8,9 +8,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -36,7 +38,9 @@ import (
 // yet, before the finalizer goes; once folded, the claim's amount leaves
 // allocated when the observer sees the claim gone. A decided claim (Granted
 // condition for its generation) is never decided again: the spec is
-// immutable.
+// immutable. View claims (v1alpha1.ViewLabel), which the observer writes
+// to show what an object counts, are not this controller's: they hold
+// nothing.
 type claimReconciler struct {
 	client          client.Client
 	ledger          *ledger.Ledger
@@ -49,7 +53,10 @@ type claimReconciler struct {
 func (r *claimReconciler) setup(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("claim").
-		For(&quotav1alpha1.ResourceClaim{}).
+		// Views are the observer's: they hold nothing and are never decided.
+		For(&quotav1alpha1.ResourceClaim{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return !quotav1alpha1.IsView(o.GetLabels())
+		}))).
 		// Decide nothing before the mirror holds every grant.
 		WatchesRawSource(grants.Source(r.mirror, func(context.Context, grants.Change) []reconcile.Request { return nil })).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.concurrency}).
@@ -60,6 +67,9 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	c := &quotav1alpha1.ResourceClaim{}
 	if err := r.client.Get(ctx, req.NamespacedName, c); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if quotav1alpha1.IsView(c.Labels) {
+		return reconcile.Result{}, nil
 	}
 	if c.DeletionTimestamp != nil {
 		return reconcile.Result{}, r.release(ctx, c)
@@ -147,7 +157,7 @@ func (r *claimReconciler) release(ctx context.Context, c *quotav1alpha1.Resource
 // conflict the claim is reconciled again from the newer version, and a
 // decision already taken replays (the ledger is idempotent by claim id).
 func (r *claimReconciler) writeStatus(ctx context.Context, c *quotav1alpha1.ResourceClaim, st quotav1alpha1.ResourceClaimStatus) error {
-	if sameClaimStatus(c.Status, st) {
+	if quotav1alpha1.SameClaimStatus(c.Status, st) {
 		return nil
 	}
 	c.Status = st

@@ -4,7 +4,6 @@ package controllers
 // for a decision.
 
 import (
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -72,18 +71,4 @@ func claimStatus(c *quotav1alpha1.ResourceClaim, allocs []quotav1alpha1.RequestA
 		}
 	}
 	return st
-}
-
-// sameClaimStatus compares statuses ignoring transition times.
-func sameClaimStatus(a, b quotav1alpha1.ResourceClaimStatus) bool {
-	a, b = *a.DeepCopy(), *b.DeepCopy()
-	for _, st := range []*quotav1alpha1.ResourceClaimStatus{&a, &b} {
-		for i := range st.Conditions {
-			st.Conditions[i].LastTransitionTime = metav1.Time{}
-		}
-		for i := range st.Allocations {
-			st.Allocations[i].LastTransitionTime = metav1.Time{}
-		}
-	}
-	return apiequality.Semantic.DeepEqual(a, b)
 }

@@ -104,7 +104,7 @@ func TestDecisionStatus(t *testing.T) {
 		st.Allocations[1].ResourceType != "projects" || st.Allocations[1].Status != "Denied" || st.Allocations[1].AllocatedAmount != 0 {
 		t.Fatalf("allocations %+v", st.Allocations)
 	}
-	if !sameClaimStatus(st, decisionStatus(&c, d, metav1.NewTime(time.Unix(200, 0)))) {
+	if !quotav1alpha1.SameClaimStatus(st, decisionStatus(&c, d, metav1.NewTime(time.Unix(200, 0)))) {
 		t.Fatal("the same decision at another time reads as a change")
 	}
 }

@@ -199,6 +199,15 @@ func withoutValidation(t *testing.T, hook string, probe client.Object, fn func()
 		t.Fatal(err)
 	}
 	defer restore()
+	// The apiserver picks the new configuration up from its own informer,
+	// so the hook may still be called for a moment: wait until the probe,
+	// which the hook refuses, is accepted.
+	testenv.Eventually(t, settle, hook+" gone", func() error {
+		if err := k8s.Create(ctx, probe.DeepCopyObject().(client.Object), client.DryRunAll); err != nil {
+			return fmt.Errorf("%s still called: %w", hook, err)
+		}
+		return nil
+	})
 	fn()
 }
 
@@ -284,4 +293,53 @@ func TestWebhookRejectsAGrantPolicyNameTooLongForItsLabel(t *testing.T) {
 	p := grantPolicyObject(name, rtConfigMaps)
 	requireInvalid(t, k8s.Create(ctx, p), "metadata.name",
 		fmt.Sprintf(`Invalid value: %q: must be no more than 63 bytes (the name is the quota.miloapis.com/policy label of the policy's grants)`, name))
+}
+
+// A view (a claim the observer writes to show what an object counts) holds
+// nothing: it gets no finalizer, the claim controller never decides it, it
+// goes at once when deleted, and no claim becomes a view or stops being one
+// (a decided claim labelled a view would stop counting).
+func TestViewClaimsAreNeitherDecidedNorHeld(t *testing.T) {
+	needEnv(t)
+	const cpu = "t31.example.com/cpu"
+	acme := orgConsumer("acme-t31")
+	newRegistration(t, "t31-cpu", cpu, organizationType)
+	newNamespace(t, "t31-tenant", tenantOf("acme-t31"))
+
+	view := claimObject("t31-tenant", "view", acme, builders.Request(cpu, 1, nil))
+	view.Labels = map[string]string{quotav1alpha1.ViewLabel: "true"}
+	if err := k8s.Create(ctx, view); err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Finalizers) != 0 {
+		t.Fatalf("a view got finalizers %v", view.Finalizers)
+	}
+	// A claim made after the view is decided: the controller has had its
+	// chance at the view.
+	real := waitDecided(t, newClaim(t, "t31-tenant", "real", acme, builders.Request(cpu, 1, nil)))
+	if c := grantedCondition(real); c.Status != metav1.ConditionFalse || c.Reason != quotav1alpha1.ReasonQuotaExceeded {
+		t.Fatalf("the claim after the view: %+v", c)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(view), view); err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Status.Conditions) != 0 || len(view.Status.Allocations) != 0 || len(view.Finalizers) != 0 {
+		t.Fatalf("the claim controller touched a view: finalizers %v status %+v", view.Finalizers, view.Status)
+	}
+
+	const field = "metadata.labels[" + quotav1alpha1.ViewLabel + "]"
+	const msg = "Forbidden: marks a claim the observer writes as a view of what an object counts; it is set at creation and cannot be added, removed or changed"
+	patch := client.MergeFrom(real.DeepCopy())
+	real.Labels = map[string]string{quotav1alpha1.ViewLabel: "true"}
+	requireInvalid(t, k8s.Patch(ctx, real, patch), field, msg)
+	patch = client.MergeFrom(view.DeepCopy())
+	view.Labels = map[string]string{"app": "web"}
+	requireInvalid(t, k8s.Patch(ctx, view, patch), field, msg)
+
+	if err := k8s.Delete(ctx, view); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(view), view); !apierrors.IsNotFound(err) {
+		t.Fatalf("a deleted view is still there (%v): finalizers %v", err, view.Finalizers)
+	}
 }

@@ -91,7 +91,10 @@
 // # Arithmetic and validation
 //
 // Every sum is checked: int64 overflow is an error wrapping ErrOverflow,
-// never a wrap-around and never a silent cap. Add and Sub are that check,
+// never a wrap-around and never a silent cap. A limit the grants cannot give
+// (their sum overflows) is unknown: Reserve refuses with that error, while
+// Release, rollback and Observe (fold, expiry, usage) still write and leave
+// the bucket's last limit, so cleanup never depends on the grants. Add and Sub are that check,
 // exported so other packages sum amounts the same way. Invalid claims are rejected
 // with a *ValidationError naming each bad field (for example
 // "requests[1].amount: must be positive, got -3") before anything is written.

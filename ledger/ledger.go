@@ -73,23 +73,33 @@ func (l *Ledger) lockClaim(id string) (unlock func()) {
 
 // target is one distinct bucket a claim touches: the merged request and the
 // limit computed once for the whole call, so every bucket of one decision is
-// judged against the same view of the grants.
+// judged against the same view of the grants. limitErr says why the limit
+// could not be computed (grants summing past int64): Reserve then refuses,
+// while Release and rollback still remove reservations and leave the
+// bucket's limit as it was, so cleanup never waits on the grants.
 type target struct {
-	key    BucketKey
-	name   string
-	req    Request
-	limit  int64
-	grants []GrantContribution
+	key      BucketKey
+	name     string
+	req      Request
+	limit    int64
+	grants   []GrantContribution
+	limitErr error
 }
 
+// setLimit records the call's limit on b; an unknown limit leaves b's.
 func (t target) setLimit(b *Bucket) {
+	if t.limitErr != nil {
+		return
+	}
 	b.Limit = t.limit
 	b.Grants = slices.Clone(t.grants)
 }
 
 // targets validates the claim, merges requests for the same bucket (summing
-// amounts with overflow checking) and computes each bucket's limit. It writes
-// nothing, so an invalid claim changes nothing.
+// amounts with overflow checking) and computes each bucket's limit, recording
+// a limit that cannot be computed in the target rather than failing: whether
+// that matters is the caller's to decide. It writes nothing, so an invalid
+// claim changes nothing.
 func (l *Ledger) targets(claim Claim) ([]target, error) {
 	if err := validateClaim(claim); err != nil {
 		return nil, err
@@ -120,10 +130,7 @@ func (l *Ledger) targets(claim Claim) ([]target, error) {
 		return nil, &ValidationError{Errors: errs}
 	}
 	for i := range ts {
-		var err error
-		if ts[i].limit, ts[i].grants, err = limitFor(l.grants, ts[i].key); err != nil {
-			return nil, err
-		}
+		ts[i].limit, ts[i].grants, ts[i].limitErr = limitFor(l.grants, ts[i].key)
 	}
 	return ts, nil
 }

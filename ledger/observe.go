@@ -32,7 +32,10 @@ type Observation struct {
 // ids are ignored), recomputes the limit from the grants, in one atomic
 // write; writes nothing when nothing changes. Invalid observations (negative,
 // split not summing) are a *ValidationError and write nothing, as is one
-// whose allocated plus the remaining reservations would overflow.
+// whose allocated plus the remaining reservations would overflow. When the
+// grants give no computable limit (their sum overflows), the bucket keeps
+// the limit it has and the rest is written all the same: folding and
+// expiring never wait on the grants (Reserve refuses such a bucket).
 //
 // Setting the sums and folding the reservations they now include in the
 // same write is what keeps the window closed: a reader sees either the
@@ -43,16 +46,17 @@ func (l *Ledger) Observe(ctx context.Context, key BucketKey, obs Observation) (B
 	if err := validateObservation(obs); err != nil {
 		return Bucket{}, err
 	}
-	limit, contribs, err := limitFor(l.grants, key)
-	if err != nil {
-		return Bucket{}, err
-	}
+	limit, contribs, limitErr := limitFor(l.grants, key)
 	var byNamespace map[string]int64
 	if len(obs.ByNamespace) > 0 {
 		byNamespace = maps.Clone(obs.ByNamespace)
 	}
 	var current Bucket
 	b, err := l.store.Apply(ctx, key, func(b *Bucket) error {
+		limit, contribs := limit, contribs
+		if limitErr != nil {
+			limit, contribs = b.Limit, b.Grants
+		}
 		changed := b.Limit != limit || !slices.Equal(b.Grants, contribs) ||
 			b.Allocated != obs.Allocated || b.Count != obs.Count || !maps.Equal(b.ByNamespace, byNamespace)
 		var remove []string

@@ -20,6 +20,12 @@ func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
+	// Fail closed: a bucket whose limit cannot be computed admits nothing.
+	for _, i := range byName(ts) {
+		if err := ts[i].limitErr; err != nil {
+			return Decision{}, fmt.Errorf("claim %q not reserved: the limit of bucket %s is unknown: %w", claim.ID, ts[i].name, err)
+		}
+	}
 	defer l.lockClaim(claim.ID)()
 	expires := l.now().Round(0).Add(l.ttl)
 

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
@@ -74,6 +75,9 @@ type Cluster struct {
 	env      *envtest.Environment
 	webhooks envtest.WebhookInstallOptions
 	balancer *Balancer
+	// subResources are those Gatekeeper's webhook receives besides every
+	// resource, as its chart lists them.
+	subResources []string
 }
 
 // Start brings the cluster up. On error, everything started is stopped.
@@ -81,7 +85,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.GatekeeperReplicas < 1 {
 		opts.GatekeeperReplicas = 1
 	}
-	gkCRDs, err := gatekeeperCRDDir()
+	gkDir, err := gatekeeperModuleDir()
+	if err != nil {
+		return nil, err
+	}
+	gkCRDs := filepath.Join(gkDir, "charts", "gatekeeper", "crds")
+	subResources, err := gatekeeperSubResources(gkDir)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +101,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := quotav1alpha1.AddToScheme(scheme.Scheme); err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: opts}
+	c := &Cluster{opts: opts, subResources: subResources}
 	c.env = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
 		CRDDirectoryPaths:     []string{filepath.Join(testenv.RepoRoot(), "config", "crd"), gkCRDs},
@@ -198,19 +207,42 @@ func (c *Cluster) writeUserKubeconfig(file, user string) (string, error) {
 	return path, os.WriteFile(path, data, 0o600)
 }
 
-// gatekeeperCRDDir is Gatekeeper's own CRDs, from its module directory.
-func gatekeeperCRDDir() (string, error) {
+// gatekeeperModuleDir is Gatekeeper's module directory, which holds its
+// chart: its CRDs and the values its webhook configuration is made from.
+func gatekeeperModuleDir() (string, error) {
 	cmd := exec.Command("go", "list", "-mod=mod", "-m", "-f", "{{.Dir}}", "github.com/open-policy-agent/gatekeeper/v3")
 	cmd.Dir = testenv.RepoRoot()
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("find Gatekeeper's module directory: %w", err)
 	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "charts", "gatekeeper", "crds")
-	if _, err := os.Stat(dir); err != nil {
+	dir := strings.TrimSpace(string(out))
+	if _, err := os.Stat(filepath.Join(dir, "charts", "gatekeeper", "crds")); err != nil {
 		return "", err
 	}
 	return dir, nil
+}
+
+// gatekeeperSubResources is the chart's validatingWebhookSubResources: the
+// subresources its ValidatingWebhookConfiguration sends besides every
+// resource ("*" covers no subresource), among them deployments/scale and
+// the other scale subresources quota checks.
+func gatekeeperSubResources(moduleDir string) ([]string, error) {
+	file := filepath.Join(moduleDir, "charts", "gatekeeper", "values.yaml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var values struct {
+		SubResources []string `json:"validatingWebhookSubResources"`
+	}
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if len(values.SubResources) == 0 {
+		return nil, fmt.Errorf("%s: no validatingWebhookSubResources", file)
+	}
+	return values.SubResources, nil
 }
 
 func (c *Cluster) startGatekeepers(ctx context.Context) error {
@@ -291,7 +323,9 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 
 // validatingWebhook sends every create and update, except of our own quota
 // objects (which the quotakeeper webhooks guard), to Gatekeeper through the
-// balancer, failing closed as quota enforcement must.
+// balancer, failing closed as quota enforcement must. Like the chart's, its
+// rule lists the subresources Gatekeeper reviews (the scale subresources
+// among them) next to "*", which matches no subresource.
 func (c *Cluster) validatingWebhook() *admissionregistrationv1.ValidatingWebhookConfiguration {
 	url := "https://" + c.balancer.Addr() + "/v1/admit"
 	fail := admissionregistrationv1.Fail
@@ -311,7 +345,8 @@ func (c *Cluster) validatingWebhook() *admissionregistrationv1.ValidatingWebhook
 			}}},
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"}, Resources: []string{"*"}},
+				Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"},
+					Resources: append([]string{"*"}, c.subResources...)},
 			}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{
 				Name:       "not-quota-objects",

@@ -78,28 +78,33 @@ func (p *Process) waitReady(ctx context.Context, timeout time.Duration, done cha
 
 // Kill sends SIGKILL, as kill -9 would, and waits for the process to exit.
 func (p *Process) Kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return
+	if done := p.signal(syscall.SIGKILL); done != nil {
+		<-done
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
 }
 
 // Stop asks the process to shut down (SIGTERM) and kills it if it lingers.
 func (p *Process) Stop() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
+	done := p.signal(syscall.SIGTERM)
+	if done == nil {
 		return
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		p.Kill()
 	}
+}
+
+// signal sends sig to the process group and returns the channel closed when
+// the process exits; nil when it never started.
+func (p *Process) signal(sig syscall.Signal) chan struct{} {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	return done
 }

@@ -12,7 +12,10 @@
 // and writes each changed bucket through ledger.Observe at most once per
 // write interval, with the latest sums. In the same write it removes the
 // reservations it now counts (fold) and those that expired with no object
-// (expire): admission only reserves the in-flight window.
+// (expire): admission only reserves the in-flight window. With
+// Options.ObjectClaims it also writes one ResourceClaim per counted object
+// and consumer, a view of what the object counts (views.go, viewsync.go),
+// on a queue and client of its own.
 //
 // It is separate from package controllers because it is not a reconciler
 // of one kind: it watches templates, constraints, every kind they match,

@@ -45,7 +45,13 @@ func (o *Observer) watchFixed(ctx context.Context) error {
 		return err
 	}
 	if err := o.inform(ctx, &quotav1alpha1.ResourceClaim{}, func(obj client.Object) {
-		o.events.Add(item{kind: itemClaim, gvk: claimGVK, namespace: obj.GetNamespace(), name: obj.GetName()})
+		// A view is checked against what its object wants (a deleted
+		// view is written again); any other claim is counted, and may
+		// hold or free a view's name.
+		o.viewsDirty(client.ObjectKeyFromObject(obj))
+		if !quotav1alpha1.IsView(obj.GetLabels()) {
+			o.events.Add(item{kind: itemClaim, gvk: claimGVK, namespace: obj.GetNamespace(), name: obj.GetName()})
+		}
 	}, nil); err != nil {
 		return err
 	}

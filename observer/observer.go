@@ -11,6 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +46,13 @@ type Options struct {
 	Workers int
 	// Now is the clock reservations expire by. Default time.Now.
 	Now func() time.Time
+	// ObjectClaims writes a ResourceClaim view of every counted object
+	// (views.go): the manager's --object-claims, on by default there.
+	ObjectClaims bool
+	// ObjectClaimsQPS bounds the view writes per second, through a client
+	// of their own so they never slow bucket writes or the claim
+	// controller. Default 20.
+	ObjectClaimsQPS float32
 }
 
 func (o *Options) defaults() {
@@ -64,6 +73,9 @@ func (o *Options) defaults() {
 	}
 	if o.WriterSynced == nil {
 		o.WriterSynced = func() bool { return true }
+	}
+	if o.ObjectClaimsQPS <= 0 {
+		o.ObjectClaimsQPS = 20
 	}
 }
 
@@ -108,9 +120,15 @@ type Observer struct {
 	writes workqueue.TypedRateLimitingInterface[ledger.BucketKey]
 	ready  atomic.Bool
 
+	// ResourceClaim views (nil views: off).
+	viewQueue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
+	viewClient client.Client
+	views      *viewSet // guarded by mu
+
 	mu        sync.Mutex
 	tally     *Tally
 	known     map[string]item                        // tally refs
+	stamps    map[string]stamp                       // what each tally ref was evaluated from
 	watched   map[schema.GroupKind]*meta.RESTMapping // kinds with an informer
 	informed  map[schema.GroupVersionKind]bool       // informers with our handler
 	lastWrite map[ledger.BucketKey]time.Time
@@ -126,15 +144,29 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("observer: constraint client: %w", err)
 	}
-	return &Observer{
+	o := &Observer{
 		opts: opts, cache: mgr.GetCache(), live: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), policy: p,
 		log:       mgr.GetLogger().WithName("observer"),
 		tally:     NewTally(),
 		known:     map[string]item{},
+		stamps:    map[string]stamp{},
 		watched:   map[schema.GroupKind]*meta.RESTMapping{},
 		informed:  map[schema.GroupVersionKind]bool{},
 		lastWrite: map[ledger.BucketKey]time.Time{},
-	}, nil
+	}
+	if opts.ObjectClaims {
+		// A client of its own: client-go rate-limits per client, so the
+		// views' writes queue behind each other, not behind anyone else's.
+		cfg := rest.CopyConfig(mgr.GetConfig())
+		cfg.RateLimiter = nil
+		cfg.QPS, cfg.Burst = opts.ObjectClaimsQPS, int(2*opts.ObjectClaimsQPS)
+		o.viewClient, err = client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return nil, fmt.Errorf("observer: ResourceClaim view client: %w", err)
+		}
+		o.views = newViewSet()
+	}
+	return o, nil
 }
 
 // NeedLeaderElection: one writer of observed usage at a time.
@@ -149,15 +181,20 @@ func (o *Observer) Start(ctx context.Context) error {
 		workqueue.TypedRateLimitingQueueConfig[item]{Name: "observer-events"})
 	o.writes = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[ledger.BucketKey](),
 		workqueue.TypedRateLimitingQueueConfig[ledger.BucketKey]{Name: "observer-writes"})
+	o.viewQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
+		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "observer-views"})
 	defer o.events.ShutDown()
 	defer o.writes.ShutDown()
+	defer o.viewQueue.ShutDown()
 
 	if err := o.watchFixed(ctx); err != nil {
 		return err
 	}
+	loadStart := time.Now()
 	if err := o.initialLoad(ctx); err != nil {
 		return err
 	}
+	loadTime := time.Since(loadStart)
 	for !o.opts.WriterSynced() {
 		select {
 		case <-ctx.Done():
@@ -167,20 +204,40 @@ func (o *Observer) Start(ctx context.Context) error {
 	}
 	o.ready.Store(true)
 	o.enqueueAllBuckets(ctx)
-	o.log.Info("observing", "kinds", o.watchedKinds())
+	o.enqueueAllViews(ctx)
+	o.mu.Lock()
+	evaluated := len(o.known)
+	o.mu.Unlock()
+	o.log.Info("observing", "kinds", o.watchedKinds(), "objects", evaluated, "initialLoad", loadTime.Round(time.Millisecond).String())
 
+	evaluate := func(it item) error { return o.process(ctx, it) }
+	evaluateFailed := func(it item, err error) {
+		o.log.Error(err, "observing", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
+	}
+	write := func(key ledger.BucketKey) error { return o.write(ctx, key) }
+	writeFailed := func(key ledger.BucketKey, err error) {
+		o.log.Error(err, "writing observed usage", "bucket", key.Name())
+	}
 	var wg sync.WaitGroup
 	for range o.opts.Workers {
 		wg.Go(func() {
-			for o.nextEvent(ctx) {
+			for work(o.events, evaluate, evaluateFailed) {
 			}
 		})
 	}
 	for range 2 {
 		wg.Go(func() {
-			for o.nextWrite(ctx) {
+			for work(o.writes, write, writeFailed) {
 			}
 		})
+	}
+	if o.views != nil {
+		for range 2 {
+			wg.Go(func() {
+				for o.nextView(ctx) {
+				}
+			})
+		}
 	}
 	ticker := time.NewTicker(o.opts.Resync)
 	defer ticker.Stop()
@@ -189,10 +246,28 @@ func (o *Observer) Start(ctx context.Context) error {
 		case <-ctx.Done():
 			o.events.ShutDown()
 			o.writes.ShutDown()
+			o.viewQueue.ShutDown()
 			wg.Wait()
 			return nil
 		case <-ticker.C:
 			o.events.Add(item{kind: itemResync})
 		}
 	}
+}
+
+// work processes one item of q with fn, which a failure logs and retries
+// with q's backoff; false once q is shut down.
+func work[T comparable](q workqueue.TypedRateLimitingInterface[T], fn func(T) error, failed func(T, error)) bool {
+	it, shutdown := q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.Done(it)
+	if err := fn(it); err != nil {
+		failed(it, err)
+		q.AddRateLimited(it)
+		return true
+	}
+	q.Forget(it)
+	return true
 }

@@ -2,12 +2,15 @@ package observer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,10 +26,13 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,6 +47,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
 	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/names"
 	"github.com/quotakeeper/quotakeeper/observer"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -52,6 +59,8 @@ const (
 	rtWarn      = "core/configmaps-warned"
 	orgLabel    = "resourcemanager.miloapis.com/organization"
 	wait        = 20 * time.Second
+	// resync is short so that a test can see what a resync writes.
+	resync = 2 * time.Second
 )
 
 func namespaceConsumer(name string) ledger.Consumer {
@@ -174,6 +183,225 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		eventuallyNoReservations(t, k8s, namespaceConsumer("team-a"), rtWarn)
 		eventuallyBucket(t, namespaceConsumer("team-a"), rtWarn, figures{})
 	})
+
+	// The views: one ResourceClaim per counted object and constraint
+	// (each constraint here counts against one consumer), none for the
+	// warn constraint, none for cm-2 (deleted) and none for cm-3's old
+	// organization.
+	cm3, cm4 := &corev1.ConfigMap{}, &corev1.ConfigMap{}
+	for obj, name := range map[*corev1.ConfigMap]types.NamespacedName{cm1: {Namespace: "team-a", Name: "cm-1"},
+		cm3: {Namespace: "team-b", Name: "cm-3"}, cm4: {Namespace: "team-a", Name: "cm-4"}} {
+		if err := k8s.Get(ctx, name, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantViews := map[string]viewSummary{}
+	for _, v := range []viewSummary{
+		wantView(cm1, namespaceConsumer("team-a"), rtNamespace), wantView(cm1, org("acme"), rtOrg),
+		wantView(cm3, namespaceConsumer("team-b"), rtNamespace), wantView(cm3, org("globex"), rtOrg),
+		wantView(cm4, namespaceConsumer("team-a"), rtNamespace), wantView(cm4, org("acme"), rtOrg),
+	} {
+		wantViews[v.Key] = v
+	}
+	t.Run("every counted object has a view per constraint", func(t *testing.T) {
+		eventuallyViews(t, k8s, wantViews)
+	})
+
+	t.Run("a deleted view comes back and frees nothing", func(t *testing.T) {
+		v := &quotav1alpha1.ResourceClaim{}
+		key := wantView(cm1, namespaceConsumer("team-a"), rtNamespace).Key
+		ns, name, _ := strings.Cut(key, "/")
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, v); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Delete(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, wait, "view "+key+" written again", func() error {
+			again := &quotav1alpha1.ResourceClaim{}
+			if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, again); err != nil {
+				return err
+			}
+			if again.UID == v.UID {
+				return errors.New("not deleted yet")
+			}
+			return nil
+		})
+		eventuallyViews(t, k8s, wantViews)
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 2}}})
+	})
+
+	t.Run("a view no object wants is removed", func(t *testing.T) {
+		stray := &quotav1alpha1.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "stray", Labels: map[string]string{quotav1alpha1.ViewLabel: "true"}},
+			Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: ledgerconv.ConsumerRef(namespaceConsumer("team-a")),
+				Requests: []quotav1alpha1.ResourceRequest{{ResourceType: rtNamespace, Amount: 5}}},
+		}
+		mustCreate(stray)
+		testenv.Eventually(t, wait, "stray view removed", func() error {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(stray), stray); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%w)", err)
+			}
+			return nil
+		})
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 2}}})
+	})
+
+	t.Run("an object gone takes its views (no garbage collector runs here)", func(t *testing.T) {
+		if err := k8s.Delete(ctx, cm4); err != nil {
+			t.Fatal(err)
+		}
+		delete(wantViews, wantView(cm4, namespaceConsumer("team-a"), rtNamespace).Key)
+		delete(wantViews, wantView(cm4, org("acme"), rtOrg).Key)
+		eventuallyViews(t, k8s, wantViews)
+		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-a", 1}}})
+	})
+
+	// What views cost, counted by the apiserver: successful ResourceClaim
+	// writes (and attempts, which include conflicts with a lagging cache).
+	t.Run("a view costs two writes when first counted, none on a resync, one to remove", func(t *testing.T) {
+		const n = 50
+		viewsBefore := len(wantViews)
+		before := claimWrites(ctx, t, env)
+		for i := range n {
+			mustCreate(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("bulk-%d", i)}})
+		}
+		// Each counts against team-a and acme: two views each, each a
+		// create and a status write.
+		created := eventuallyClaimWrites(ctx, t, env, before, 2*2*n, viewsBefore+2*n)
+		t.Logf("%d objects, %d views: %d successful ResourceClaim writes, %d attempts", n, 2*n, created.ok-before.ok, created.all-before.all)
+		time.Sleep(3 * resync) // every object evaluated again, at least twice
+		if again := claimWrites(ctx, t, env); again.ok != created.ok {
+			t.Fatalf("resyncs wrote %d ResourceClaims, want 0", again.ok-created.ok)
+		}
+		for i := range n {
+			if err := k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("bulk-%d", i)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		removed := eventuallyClaimWrites(ctx, t, env, created, 2*n, viewsBefore)
+		t.Logf("removing them: %d successful ResourceClaim writes, %d attempts", removed.ok-created.ok, removed.all-created.all)
+	})
+}
+
+// writeCount is the apiserver's count of ResourceClaim writes (create,
+// update, patch, delete, status included): successful ones and all.
+type writeCount struct{ ok, all int64 }
+
+var requestTotal = regexp.MustCompile(`^apiserver_request_total\{(.*)\} (\d+)$`)
+
+func claimWrites(ctx context.Context, t *testing.T, env *testenv.Env) writeCount {
+	t.Helper()
+	raw, err := kubernetes.NewForConfigOrDie(env.Config).RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c writeCount
+	for _, line := range strings.Split(string(raw), "\n") {
+		m := requestTotal.FindStringSubmatch(line)
+		if m == nil || !strings.Contains(m[1], `resource="resourceclaims"`) {
+			continue
+		}
+		write := false
+		for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+			write = write || strings.Contains(m[1], `verb="`+verb+`"`)
+		}
+		if !write {
+			continue
+		}
+		v, _ := strconv.ParseInt(m[2], 10, 64)
+		c.all += v
+		if strings.Contains(m[1], `code="20`) {
+			c.ok += v
+		}
+	}
+	return c
+}
+
+// eventuallyClaimWrites waits until there are views views and want more
+// successful ResourceClaim writes than before, then checks that no more
+// come, and returns the count.
+func eventuallyClaimWrites(ctx context.Context, t *testing.T, env *testenv.Env, before writeCount, want int64, views int) writeCount {
+	t.Helper()
+	var got writeCount
+	testenv.Eventually(t, wait, fmt.Sprintf("%d views, %d ResourceClaim writes", views, want), func() error {
+		var list quotav1alpha1.ResourceClaimList
+		if err := env.Client.List(ctx, &list, client.MatchingLabels{quotav1alpha1.ViewLabel: "true"}); err != nil {
+			return err
+		}
+		got = claimWrites(ctx, t, env)
+		if len(list.Items) != views || got.ok-before.ok < want {
+			return fmt.Errorf("%d views, %d writes", len(list.Items), got.ok-before.ok)
+		}
+		return nil
+	})
+	time.Sleep(time.Second)
+	if later := claimWrites(ctx, t, env); later.ok-before.ok != want {
+		t.Fatalf("%d ResourceClaim writes, want %d", later.ok-before.ok, want)
+	}
+	return got
+}
+
+// viewSummary is what a test checks of a ResourceClaim view.
+type viewSummary struct {
+	Key         string // namespace/name
+	Labels      map[string]string
+	Owners      []metav1.OwnerReference
+	Finalizers  []string
+	Spec        quotav1alpha1.ResourceClaimSpec
+	Granted     string // status/reason/message@observedGeneration
+	Allocations []quotav1alpha1.RequestAllocation
+}
+
+// viewNames restates the observer's naming scheme: the object's name and a
+// hash of its uid and the bucket it counts in.
+var viewNames = names.Scheme{Tag: "quotakeeper.view/v1", Fallback: "claim", PrefixMax: 40, HashBytes: 8}
+
+// wantView is the view of a ConfigMap counting 1 against consumer's
+// bucket of resourceType.
+func wantView(cm *corev1.ConfigMap, c ledger.Consumer, resourceType string) viewSummary {
+	bucket := ledger.NewBucketKey(c, resourceType, nil).Name()
+	return viewSummary{
+		Key:    cm.Namespace + "/" + viewNames.Name(cm.Name, string(cm.UID), bucket),
+		Labels: map[string]string{quotav1alpha1.ViewLabel: "true"},
+		Owners: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}},
+		Spec: quotav1alpha1.ResourceClaimSpec{
+			ConsumerRef: ledgerconv.ConsumerRef(c),
+			Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: resourceType, Amount: 1}},
+			ResourceRef: &quotav1alpha1.ObjectRef{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID)},
+		},
+		Granted: "True/Observed/a view of what ConfigMap " + cm.Namespace + "/" + cm.Name +
+			" counts, kept by the quotakeeper observer: deleting it frees nothing@1",
+		Allocations: []quotav1alpha1.RequestAllocation{{ResourceType: resourceType, Status: quotav1alpha1.AllocationGranted,
+			Reason: "Observed", AllocatedAmount: 1, AllocatingBucket: bucket}},
+	}
+}
+
+// eventuallyViews waits until the ResourceClaim views are exactly want.
+func eventuallyViews(t *testing.T, k8s client.Client, want map[string]viewSummary) {
+	t.Helper()
+	testenv.Eventually(t, wait, "ResourceClaim views", func() error {
+		var list quotav1alpha1.ResourceClaimList
+		if err := k8s.List(context.Background(), &list, client.MatchingLabels{quotav1alpha1.ViewLabel: "true"}); err != nil {
+			return err
+		}
+		got := map[string]viewSummary{}
+		for _, c := range list.Items {
+			s := viewSummary{Key: c.Namespace + "/" + c.Name, Labels: c.Labels, Owners: c.OwnerReferences, Finalizers: c.Finalizers, Spec: c.Spec}
+			if cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ConditionGranted); cond != nil {
+				s.Granted = fmt.Sprintf("%s/%s/%s@%d", cond.Status, cond.Reason, cond.Message, cond.ObservedGeneration)
+			}
+			for _, a := range c.Status.Allocations {
+				a.LastTransitionTime = metav1.Time{}
+				s.Allocations = append(s.Allocations, a)
+			}
+			got[s.Key] = s
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			return fmt.Errorf("(-want +got):\n%s", diff)
+		}
+		return nil
+	})
 }
 
 func logLevel() zapcore.Level {
@@ -289,7 +517,8 @@ func startObserver(ctx context.Context, t *testing.T, env *testenv.Env) *recordi
 		t.Fatal(err)
 	}
 	w := &recordingWriter{Writer: l, last: map[ledger.BucketKey]ledger.Observation{}}
-	o, err := observer.New(mgr, observer.Options{Writer: w, WriterSynced: m.HasSynced, WriteInterval: 50 * time.Millisecond})
+	o, err := observer.New(mgr, observer.Options{Writer: w, WriterSynced: m.HasSynced, WriteInterval: 50 * time.Millisecond,
+		Resync: resync, ObjectClaims: true, ObjectClaimsQPS: 200})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	constraintclient "github.com/open-policy-agent/frameworks/constraint/pkg/client"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
@@ -26,7 +27,6 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
-	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
 // Gatekeeper's kinds the observer reads.
@@ -47,6 +47,10 @@ const quotaLibPackage = "package lib.quota"
 type policy struct {
 	client *constraintclient.Client
 	scheme *runtime.Scheme
+	// version counts changes to the loaded templates and constraints: an
+	// object evaluated under the current version, unchanged since, would be
+	// counted the same again.
+	version atomic.Uint64
 
 	mu          sync.Mutex
 	templates   map[string]*templates.ConstraintTemplate // loaded, by template name
@@ -113,6 +117,7 @@ func (p *policy) setTemplate(ctx context.Context, u *unstructured.Unstructured) 
 	p.mu.Lock()
 	p.templates[tmpl.Name] = tmpl
 	p.mu.Unlock()
+	p.version.Add(1)
 	return tmpl.Spec.CRD.Spec.Names.Kind, nil
 }
 
@@ -132,6 +137,7 @@ func (p *policy) removeTemplate(ctx context.Context, name string) (bool, error) 
 	delete(p.templates, name)
 	delete(p.constraints, constraintGroupVersion.WithKind(tmpl.Spec.CRD.Spec.Names.Kind).GroupKind())
 	p.mu.Unlock()
+	p.version.Add(1)
 	return true, nil
 }
 
@@ -181,6 +187,7 @@ func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name st
 		p.mu.Lock()
 		delete(p.constraints[gk], name)
 		p.mu.Unlock()
+		p.version.Add(1)
 		return true, nil
 	}
 	if old != nil && old.GetGeneration() == u.GetGeneration() && old.GetResourceVersion() == u.GetResourceVersion() {
@@ -195,12 +202,19 @@ func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name st
 	}
 	p.constraints[gk][name] = u.DeepCopy()
 	p.mu.Unlock()
+	p.version.Add(1)
 	return true, nil
 }
 
-// matchKinds returns the group/kinds the loaded constraints match, and the
-// constraints that match every kind (no match.kinds, or "*"), which the
-// observer cannot watch.
+// scaleKind is what Gatekeeper reviews for an update of a scale
+// subresource (kubectl scale, a HorizontalPodAutoscaler). A constraint lists
+// it in match.kinds to check scales at admission; it is no object to watch:
+// the workload a scale changes is counted through its own kind.
+var scaleKind = schema.GroupKind{Group: "autoscaling", Kind: "Scale"}
+
+// matchKinds returns the group/kinds the loaded constraints match, except
+// autoscaling/Scale, and the constraints that match every kind (no
+// match.kinds, or "*"), which the observer cannot watch.
 func (p *policy) matchKinds() (kinds []schema.GroupKind, unwatchable []string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -221,7 +235,9 @@ func (p *policy) matchKinds() (kinds []schema.GroupKind, unwatchable []string) {
 				}
 				for _, g := range groups {
 					for _, k := range ks {
-						seen[schema.GroupKind{Group: g, Kind: k}] = true
+						if gk := (schema.GroupKind{Group: g, Kind: k}); gk != scaleKind {
+							seen[gk] = true
+						}
 					}
 				}
 			}
@@ -236,10 +252,11 @@ func (p *policy) matchKinds() (kinds []schema.GroupKind, unwatchable []string) {
 }
 
 // evaluate reviews obj as a CREATE of it, with the builtins in observe
-// mode, and returns the claims the constraints asked to reserve and the
+// mode, and returns the claims the constraints asked to reserve (with
+// their metadata) and the
 // messages of any violations (an object a constraint cannot count: it
 // counts nothing for that constraint).
-func (p *policy) evaluate(ctx context.Context, obj *unstructured.Unstructured, mapping *meta.RESTMapping, ns *corev1.Namespace) ([]ledger.Claim, []string, error) {
+func (p *policy) evaluate(ctx context.Context, obj *unstructured.Unstructured, mapping *meta.RESTMapping, ns *corev1.Namespace) ([]builtins.RecordedClaim, []string, error) {
 	raw, err := json.Marshal(obj.Object)
 	if err != nil {
 		return nil, nil, err

@@ -93,7 +93,9 @@ func (o *Observer) objectItems(ctx context.Context, namespace string) []item {
 		o.log.Error(err, "listing ResourceClaims")
 	}
 	for _, c := range claims.Items {
-		add(item{kind: itemClaim, gvk: claimGVK, namespace: c.Namespace, name: c.Name})
+		if !quotav1alpha1.IsView(c.Labels) { // counted through their objects
+			add(item{kind: itemClaim, gvk: claimGVK, namespace: c.Namespace, name: c.Name})
+		}
 	}
 	return out
 }
@@ -112,6 +114,7 @@ func (o *Observer) resync(ctx context.Context) {
 		o.events.Add(it)
 	}
 	o.enqueueAllBuckets(ctx)
+	o.enqueueAllViews(ctx)
 }
 
 // enqueueAllBuckets queues a write of every bucket that exists or that an

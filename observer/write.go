@@ -19,22 +19,6 @@ import (
 // not evaluated yet is looked at again.
 const recheck = 5 * time.Second
 
-// nextWrite writes one bucket; false once the queue is shut down.
-func (o *Observer) nextWrite(ctx context.Context) bool {
-	key, shutdown := o.writes.Get()
-	if shutdown {
-		return false
-	}
-	defer o.writes.Done(key)
-	if err := o.write(ctx, key); err != nil {
-		o.log.Error(err, "writing observed usage", "bucket", key.Name())
-		o.writes.AddRateLimited(key)
-		return true
-	}
-	o.writes.Forget(key)
-	return true
-}
-
 // write writes one bucket's latest observation, with the reservations it
 // folds and expires, at most once per WriteInterval, and comes back at
 // the earliest expiry of the reservations it keeps.

@@ -26,6 +26,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/version"
 )
 
 // Flags join Gatekeeper's own command line (it parses the standard flag set).
@@ -49,7 +50,12 @@ func Install(scheme *runtime.Scheme) {
 // AddToManager gives the builtins a ledger once the grant mirror has synced.
 // Until then they halt, so admission fails closed rather than deciding
 // against limits computed from grants not yet seen.
+//
+// It logs the plugin's version: Install runs in an init function, before
+// Gatekeeper has set its logger, so the line would be lost there.
 func AddToManager(mgr manager.Manager) error {
+	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version,
+		"systemNamespace", *systemNamespace, "reservationTTL", reservationTTL.String())
 	l, m, err := grants.NewLedger(mgr, *systemNamespace, ledger.WithReservationTTL(*reservationTTL))
 	if err != nil {
 		return fmt.Errorf("quotakeeper ledger: %w", err)

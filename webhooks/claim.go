@@ -41,9 +41,16 @@ func (v *ClaimValidator) ValidateCreate(ctx context.Context, c *quotav1alpha1.Re
 	return verdict.Pending, nil
 }
 
-// ValidateUpdate judges nothing: the spec is immutable (the CRD says so),
-// and metadata updates such as removing the finalizer must pass.
-func (v *ClaimValidator) ValidateUpdate(context.Context, *quotav1alpha1.ResourceClaim, *quotav1alpha1.ResourceClaim) (admission.Warnings, error) {
+// ValidateUpdate judges only the view label: the spec is immutable (the
+// CRD says so), and metadata updates such as removing the finalizer must
+// pass. A claim cannot become a view (which would stop it counting) or
+// stop being one.
+func (v *ClaimValidator) ValidateUpdate(_ context.Context, old, c *quotav1alpha1.ResourceClaim) (admission.Warnings, error) {
+	if quotav1alpha1.IsView(old.Labels) != quotav1alpha1.IsView(c.Labels) {
+		path := field.NewPath("metadata", "labels").Key(quotav1alpha1.ViewLabel)
+		return nil, invalidClaim(c, field.ErrorList{field.Forbidden(path,
+			"marks a claim the observer writes as a view of what an object counts; it is set at creation and cannot be added, removed or changed")})
+	}
 	return nil, nil
 }
 
@@ -57,13 +64,15 @@ func invalidClaim(c *quotav1alpha1.ResourceClaim, errs field.ErrorList) error {
 
 // ClaimFinalizer adds v1alpha1.ClaimFinalizer to every live claim, so the
 // claim controller returns its amount before the claim goes away. Adding it
-// on update too puts it back if someone strips it from a live claim.
+// on update too puts it back if someone strips it from a live claim. Views
+// hold nothing to return and the claim controller leaves them alone, so
+// they get none.
 type ClaimFinalizer struct{}
 
 var _ admission.Defaulter[*quotav1alpha1.ResourceClaim] = ClaimFinalizer{}
 
 func (ClaimFinalizer) Default(_ context.Context, c *quotav1alpha1.ResourceClaim) error {
-	if c.DeletionTimestamp == nil {
+	if c.DeletionTimestamp == nil && !quotav1alpha1.IsView(c.Labels) {
 		controllerutil.AddFinalizer(c, quotav1alpha1.ClaimFinalizer)
 	}
 	return nil

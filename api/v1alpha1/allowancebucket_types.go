@@ -108,13 +108,16 @@ type AllowanceBucketStatus struct {
 // of dimensions. Its status is written only through the ledger.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=bucket,categories=quota
+// +kubebuilder:resource:shortName=bucket,categories=quotakeeper
+// +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
 // +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
+// +kubebuilder:printcolumn:name="Dimensions",type=string,JSONPath=`.spec.dimensions`
 // +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.limit`
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocated`
 // +kubebuilder:printcolumn:name="Reserved",type=integer,JSONPath=`.status.reserved`
 // +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.available`
+// +kubebuilder:printcolumn:name="Over Limit",type=string,JSONPath=`.status.conditions[?(@.type=="OverLimit")].status`
 type AllowanceBucket struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -73,11 +73,17 @@ const (
 	ReasonAlreadyRegistered  = "AlreadyRegistered"
 	ReasonGrantActive        = "GrantActive"
 	ReasonValidationFailed   = "ValidationFailed"
-	ReasonQuotaAvailable     = "QuotaAvailable"
-	ReasonQuotaExceeded      = "QuotaExceeded"
-	ReasonPendingEvaluation  = "PendingEvaluation"
-	ReasonWithinLimit        = "WithinLimit"
-	ReasonLimitLowered       = "LimitLowered"
-	ReasonPolicyReady        = "PolicyReady"
-	ReasonPolicyDisabled     = "PolicyDisabled"
+	// ReasonLimitOverflow: a grant is not made active because, with the
+	// other grants of its consumer that count, its amounts would sum past
+	// int64 and the ledger could compute no limit.
+	ReasonLimitOverflow     = "LimitOverflow"
+	ReasonQuotaAvailable    = "QuotaAvailable"
+	ReasonQuotaExceeded     = "QuotaExceeded"
+	ReasonPendingEvaluation = "PendingEvaluation"
+	ReasonWithinLimit       = "WithinLimit"
+	ReasonLimitLowered      = "LimitLowered"
+	ReasonPolicyReady       = "PolicyReady"
+	ReasonPolicyDisabled    = "PolicyDisabled"
+	// ReasonObserved: a view claim's object is counted by the observer.
+	ReasonObserved = "Observed"
 )

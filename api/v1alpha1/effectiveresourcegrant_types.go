@@ -49,7 +49,9 @@ type EffectiveResourceGrantStatus struct {
 // resource type, kept in each namespace of the consumer for tenants to read.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=erg,categories=quota
+// +kubebuilder:resource:shortName=erg,categories=quotakeeper
+// +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
+// +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
 // +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
 // +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.totalLimit`
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.totalAllocated`

@@ -1,9 +1,23 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // ClaimFinalizer holds a claim until its allocation has been returned to its buckets.
 const ClaimFinalizer = "quota.miloapis.com/resource-claim-cleanup"
+
+// ViewLabel, set to "true", marks a ResourceClaim that the observer writes as
+// a view of what one live object counts. A view holds nothing: the object is
+// counted, not the claim, so the claim controller never decides a view, the
+// observer never counts one, and deleting one frees nothing (the observer
+// writes it again). The label cannot be added to or removed from an existing
+// claim, so a decided claim never turns into a view or back.
+const ViewLabel = LabelPrefix + "/view"
+
+// IsView reports whether a claim's labels mark it as a view.
+func IsView(labels map[string]string) bool { return labels[ViewLabel] == "true" }
 
 // ResourceClaimSpec asks for amounts of one or more resource types, all or nothing.
 // The spec cannot change once created: a different request is a different claim.
@@ -95,7 +109,8 @@ type ResourceClaimStatus struct {
 // ResourceClaim asks for quota on behalf of an object; it is granted all or nothing.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=rclaim,categories=quota
+// +kubebuilder:resource:shortName=rclaim,categories=quotakeeper
+// +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
 // +kubebuilder:printcolumn:name="Granted",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Granted")].reason`
@@ -118,4 +133,20 @@ type ResourceClaimList struct {
 
 func init() {
 	SchemeBuilder.Register(&ResourceClaim{}, &ResourceClaimList{})
+}
+
+// SameClaimStatus reports whether two claim statuses say the same thing,
+// transition times aside: a writer that would only move a time writes
+// nothing.
+func SameClaimStatus(a, b ResourceClaimStatus) bool {
+	a, b = *a.DeepCopy(), *b.DeepCopy()
+	for _, st := range []*ResourceClaimStatus{&a, &b} {
+		for i := range st.Conditions {
+			st.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+		for i := range st.Allocations {
+			st.Allocations[i].LastTransitionTime = metav1.Time{}
+		}
+	}
+	return equality.Semantic.DeepEqual(a, b)
 }

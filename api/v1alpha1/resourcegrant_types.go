@@ -56,7 +56,7 @@ type ResourceGrantStatus struct {
 // ResourceGrant gives a consumer quota. Grants for the same consumer and resource type add up.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=rgrant,categories=quota
+// +kubebuilder:resource:shortName=rgrant,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`

@@ -83,7 +83,7 @@ type ResourceRegistrationStatus struct {
 // ResourceRegistration declares a resource type that quota can be granted and claimed for.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=rreg,categories=quota
+// +kubebuilder:resource:scope=Cluster,shortName=rreg,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`

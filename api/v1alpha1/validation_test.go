@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -23,7 +24,10 @@ import (
 // These tests run against a real kube-apiserver: the validation they check
 // is the schema and CEL rules in config/crd, enforced by the server.
 
-var k8s client.Client
+var (
+	k8s    client.Client
+	config *rest.Config
+)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -36,7 +40,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	k8s = env.Client
+	k8s, config = env.Client, env.Config
 	code := m.Run()
 	_ = env.Stop()
 	os.Exit(code)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/version"
 )
 
 func main() {
@@ -50,7 +51,10 @@ func newRoot() *cobra.Command {
 		Short:         "Test and build quotakeeper's quota ConstraintTemplates offline",
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// --version, as the servers have; `quotactl version` prints the same.
+		Version: version.Version,
 	}
-	root.AddCommand(newVerifyCommand(), newGenerateCommand(), newCapabilitiesCommand(), newOPACommand())
+	root.SetVersionTemplate(version.String("quotactl") + "\n")
+	root.AddCommand(newVerifyCommand(), newGenerateCommand(), newCapabilitiesCommand(), newOPACommand(), newVersionCommand())
 	return root
 }

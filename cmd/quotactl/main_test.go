@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/quotakeeper/quotakeeper/version"
 )
 
 // quotactl runs the command in-process and returns its exit code and output.
@@ -99,5 +101,15 @@ func TestOPATestRunsTheRegoTestsWithTheRealBuiltins(t *testing.T) {
 	}
 	if code, _, _ := quotactl(t, "opa", "test", "--run", "test_real_", "../../rego/"); code == 0 {
 		t.Error("the real-builtin tests passed without their grants")
+	}
+}
+
+func TestVersion(t *testing.T) {
+	want := version.String("quotactl") + "\n"
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, out, errOut := quotactl(t, args...)
+		if code != 0 || out != want || errOut != "" {
+			t.Errorf("quotactl %v: exit %d, stdout %q, stderr %q; want stdout %q", args, code, out, errOut, want)
+		}
 	}
 }

@@ -13,6 +13,8 @@
 //	(e) the shared quota of (c) with a limit of half the creates
 //	(f) the shared quota of (c) with many objects already counted (prefilled
 //	    through the same quota path)
+//	(r) a manager restart with 1 and with -restart-objects objects counted:
+//	    how long until a create made at the restart is counted (restart.go)
 //
 // For each it prints the rate, p50/p99 latency and failures; for the quota
 // phases, after quiescence, the bucket's counted usage against a fresh count
@@ -40,10 +42,12 @@ import (
 	"time"
 
 	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/version"
 )
 
 type config struct {
 	namespaces, creates, creators, prefill int
+	restartObjects                         int
 	replicas                               []int
 	grant                                  int64
 	phases                                 map[string]bool
@@ -59,16 +63,22 @@ func main() {
 	flag.IntVar(&cfg.creates, "creates", 20, "creates per namespace in each measured phase")
 	flag.IntVar(&cfg.creators, "creators", 100, "concurrent creators")
 	flag.IntVar(&cfg.prefill, "prefill", 20000, "objects counted in the shared bucket before phase (f) is measured")
+	flag.IntVar(&cfg.restartObjects, "restart-objects", 100_000, "objects counted before the manager restart of phase (r)")
 	flag.Int64Var(&cfg.grant, "grant", 1_000_000, "the shared bucket's grant in phases (c) and (f)")
 	flag.StringVar(&replicas, "replicas", "1,3", "Gatekeeper replica counts, comma-separated: the whole run once per count, on a fresh cluster")
-	flag.StringVar(&phases, "phases", "a,b,c,d,e,f", "phases to run, comma-separated")
+	flag.StringVar(&phases, "phases", "a,b,c,d,e,f,r", "phases to run, comma-separated")
 	flag.StringVar(&cfg.dir, "dir", filepath.Join(root, "_output", "load"), "directory for each cluster's kubeconfig, certificates and logs (replaced)")
 	flag.StringVar(&cfg.gatekeeper, "gatekeeper", filepath.Join(root, "bin", "gatekeeper"), "Gatekeeper binary built with the plugin (make gatekeeper)")
 	flag.StringVar(&cfg.manager, "manager", filepath.Join(root, "bin", "quotakeeper-manager"), "quotakeeper manager binary (make manager)")
 	flag.DurationVar(&cfg.audit, "audit-interval", 60*time.Second, "Gatekeeper's audit interval (60 s is Gatekeeper's default)")
 	flag.DurationVar(&cfg.quiesce, "quiesce-timeout", 5*time.Minute, "how long a quota phase may take to settle (usage equal to the live objects, no reservations) before it fails")
 	flag.DurationVar(&cfg.requestTimeout, "request-timeout", 30*time.Second, "client timeout of one create")
+	printVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.String("quotakeeper-load"))
+		return
+	}
 
 	var err error
 	if cfg.replicas, err = parseInts(replicas); err != nil {
@@ -77,8 +87,8 @@ func main() {
 	if cfg.phases, err = parsePhases(phases); err != nil {
 		fatal(fmt.Errorf("-phases: %w", err))
 	}
-	if cfg.namespaces < 1 || cfg.creates < 1 || cfg.creators < 1 || cfg.prefill < 0 {
-		fatal(fmt.Errorf("-namespaces, -creates and -creators must be at least 1, -prefill at least 0"))
+	if cfg.namespaces < 1 || cfg.creates < 1 || cfg.creators < 1 || cfg.prefill < 0 || cfg.restartObjects < 0 {
+		fatal(fmt.Errorf("-namespaces, -creates and -creators must be at least 1, -prefill and -restart-objects at least 0"))
 	}
 	for _, bin := range []string{cfg.gatekeeper, cfg.manager} {
 		if _, err := os.Stat(bin); err != nil {
@@ -129,8 +139,8 @@ func parsePhases(s string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
-		if len(f) != 1 || f < "a" || f > "f" {
-			return nil, fmt.Errorf("%q: want letters a to f", f)
+		if len(f) != 1 || (f < "a" || f > "f") && f != "r" {
+			return nil, fmt.Errorf("%q: want letters a to f, or r", f)
 		}
 		out[f] = true
 	}

@@ -130,6 +130,11 @@ func runOnce(ctx context.Context, cfg config, replicas int) ([]string, error) {
 		}
 		results[id] = r
 	}
+	if cfg.phases["r"] {
+		if err := h.restartPhase(ctx); err != nil {
+			return nil, fmt.Errorf("phase (r) (logs in %s): %w", dir, err)
+		}
+	}
 	h.summary(results)
 	if data, err := os.ReadFile(c.Manager.LogPath); err == nil {
 		h.printf("manager log: %d lines report a bucket write conflict (\"Operation cannot be fulfilled\")\n",

@@ -19,6 +19,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/version"
 )
 
 func main() {
@@ -29,7 +30,12 @@ func main() {
 	replicas := flag.Int("gatekeeper-replicas", 1, "Gatekeeper processes behind the webhook load balancer")
 	samples := flag.String("samples", filepath.Join(root, "config", "samples"), "example objects to apply")
 	interval := flag.Duration("interval", 2*time.Second, "how often to refresh the usage table")
+	printVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.String("quotakeeper-local"))
+		return
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -65,7 +71,7 @@ func run(ctx context.Context, dir, gatekeeper, manager string, replicas int, sam
 	if err := c.ApplyFiles(ctx, 2*time.Minute, files...); err != nil {
 		return err
 	}
-	fmt.Printf("\nready. In another terminal:\n\n  export KUBECONFIG=%s\n  kubectl get quota -A\n\nlogs are in %s; Ctrl-C stops everything.\n\n", c.Kubeconfig, dir)
+	fmt.Printf("\nready. In another terminal:\n\n  export KUBECONFIG=%s\n  kubectl get quotakeeper -A\n\nlogs are in %s; Ctrl-C stops everything.\n\n", c.Kubeconfig, dir)
 
 	var last []byte
 	ticker := time.NewTicker(interval)

@@ -28,6 +28,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/observer"
+	"github.com/quotakeeper/quotakeeper/version"
 	"github.com/quotakeeper/quotakeeper/webhooks"
 )
 
@@ -49,6 +50,11 @@ import (
 // namespaces (their labels name consumers), and every kind a constraint
 // matches, which can be any kind; narrow the last to your constraints'
 // match.kinds if you prefer.
+//
+// With --object-claims it writes a ResourceClaim view of each counted
+// object, and removes the views of objects gone.
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourceclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourceclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=templates.gatekeeper.sh,resources=constrainttemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=constraints.gatekeeper.sh,resources=*,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
@@ -72,6 +78,8 @@ type flags struct {
 	claimConcurrency        int
 	observerResync          time.Duration
 	observerWriteInterval   time.Duration
+	objectClaims            bool
+	objectClaimsQPS         float64
 }
 
 func parseFlags() flags {
@@ -94,9 +102,16 @@ func parseFlags() flags {
 	flag.IntVar(&f.claimConcurrency, "claim-concurrency", 4, "Claims decided at once.")
 	flag.DurationVar(&f.observerResync, "observer-resync", 5*time.Minute, "How often the observer evaluates every object again, correcting whatever an event missed.")
 	flag.DurationVar(&f.observerWriteInterval, "observer-write-interval", 250*time.Millisecond, "Least time between two writes of one bucket's observed usage.")
+	flag.BoolVar(&f.objectClaims, "object-claims", true, "Write one ResourceClaim per counted object and consumer, labelled quota.miloapis.com/view=true, as a view of what it counts (deleting one frees nothing; the observer writes it again). Each costs two writes when its object is first counted.")
+	flag.Float64Var(&f.objectClaimsQPS, "object-claims-qps", 20, "Most ResourceClaim view writes per second (a client of their own: bucket writes never wait for them).")
+	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.String("quotakeeper-manager"))
+		os.Exit(0)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	if f.webhookNamespace == "" {
 		f.webhookNamespace = f.systemNamespace
@@ -195,7 +210,7 @@ func run(f flags) error {
 	}); err != nil {
 		return err
 	}
-	ctrl.Log.Info("starting manager", "systemNamespace", f.systemNamespace)
+	ctrl.Log.Info("starting manager", "version", version.Version, "systemNamespace", f.systemNamespace)
 	return mgr.Start(ctx)
 }
 
@@ -210,6 +225,7 @@ func addObserver(mgr ctrl.Manager, f flags) error {
 	o, err := observer.New(mgr, observer.Options{
 		Writer: l, WriterSynced: m.HasSynced, SystemNamespace: f.systemNamespace,
 		Resync: f.observerResync, WriteInterval: f.observerWriteInterval,
+		ObjectClaims: f.objectClaims, ObjectClaimsQPS: float32(f.objectClaimsQPS),
 	})
 	if err != nil {
 		return err

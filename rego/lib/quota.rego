@@ -10,7 +10,10 @@
 # where the amount grows: the growth is reserved), a non-empty request uid
 # (audit sends none) and not a dry run. Dry runs are checked read-only with
 # quota.usage and get the message the real request would get; audit never
-# reserves and reports consumers over their limit. A reservation only covers
+# reserves and reports consumers over their limit. An update of a scale
+# subresource (kubectl scale, an HPA) is reviewed as the update of the
+# workload's replicas, for the kinds parameters.scaleTargets lists (see "The
+# scale subresource"). A reservation only covers
 # the in-flight window: quotakeeper's observer evaluates the same template on
 # every live object (quota.reserve then records instead of reserving) and
 # counts what it finds. Parameters and result shapes:
@@ -34,15 +37,28 @@ request_uid := object.get(review, "uid", "")
 dry_run if review.dryRun == true
 
 # For DELETE Gatekeeper puts the old object here too.
-obj := o if {
+review_object := o if {
 	o := review.object
 	is_object(o)
 } else := {}
 
-old_obj := o if {
+review_old_object := o if {
 	o := review.oldObject
 	is_object(o)
 } else := {}
+
+# The object the review counts, and the one before an UPDATE: the reviewed
+# objects, or for a scale subresource review the workload itself at the
+# Scale's replicas (see "The scale subresource").
+obj := o if {
+	is_scale
+	o := scaled_parent(review_object, object.get(scale_parent, ["metadata", "generation"], 0) + 1)
+} else := review_object
+
+old_obj := o if {
+	is_scale
+	o := scaled_parent(review_old_object, object.get(scale_parent, ["metadata", "generation"], 0))
+} else := review_old_object
 
 object_uid := object.get(obj, ["metadata", "uid"], "")
 
@@ -85,12 +101,120 @@ claim_id(n) := sprintf("%s/%d/%d", [object_uid, object_generation, n]) if {
 object_generation := object.get(obj, ["metadata", "generation"], 0)
 
 object_ref := {
-	"apiGroup": object.get(review, ["kind", "group"], ""),
-	"kind": object.get(review, ["kind", "kind"], ""),
+	"apiGroup": object_group_kind[0],
+	"kind": object_group_kind[1],
 	"namespace": object.get(obj, ["metadata", "namespace"], object.get(review, "namespace", "")),
 	"name": object.get(obj, ["metadata", "name"], object.get(review, "name", "")),
 	"uid": object_uid,
 }
+
+# The kind of the object counted: the reviewed kind, or a Scale's workload.
+object_group_kind := [object.get(t, "apiGroup", ""), t.kind] if {
+	is_scale
+	t := scale_target
+} else := [object.get(review, ["kind", "group"], ""), object.get(review, ["kind", "kind"], "")]
+
+# ---------------------------------------------------------------------------
+# The scale subresource
+#
+# `kubectl scale` and a HorizontalPodAutoscaler update a workload's replicas
+# through its scale subresource. Gatekeeper reviews that as an UPDATE of an
+# autoscaling/v1 Scale (object and oldObject), matched by a constraint whose
+# match.kinds include autoscaling/Scale; input.review.resource names the
+# workload's resource (apps/v1 deployments) and subResource is "scale". The
+# Scale carries the workload's name, namespace, uid and resourceVersion (not
+# its generation, labels or pod template) and spec.replicas.
+#
+# A constraint checks the Scales of the kinds its parameters.scaleTargets
+# list ({apiGroup, kind, resource}; resource defaults to the kind in lower
+# case plus "s": deployments, replicasets, statefulsets,
+# replicationcontrollers). Other Scales, and Scales that do not add replicas,
+# are not its business: no violation. For a listed kind the library reviews
+# the scale as an UPDATE of the workload itself, taken from Gatekeeper's
+# synced inventory: obj is the workload with the new Scale's replicas (at
+# parameters.amount.replicasPath, default spec.replicas) and the generation
+# the API server gives it (a replicas change is a spec change: the stored
+# generation plus one), old_obj the workload with the old replicas. So the
+# growth, the claim id `<uid>/<generation>/<growth>` the observer folds, and
+# the denial are those of the equivalent update of spec.replicas.
+#
+# The synced copy must be the stored version (its resourceVersion equal to
+# the old Scale's): a stale copy could carry another pod template or
+# generation, and the check would not be exact. A workload missing from the
+# inventory, or a stale copy, is a violation (fail closed) naming what to
+# sync or asking to retry; Gatekeeper's sync catches up within moments.
+
+is_scale if {
+	review.kind.group == "autoscaling"
+	review.kind.kind == "Scale"
+}
+
+scale_replicas(s) := object.get(s, ["spec", "replicas"], 0)
+
+scale_name := object.get(review_object, ["metadata", "name"], object.get(review, "name", ""))
+
+scale_namespace := object.get(review_object, ["metadata", "namespace"], object.get(review, "namespace", ""))
+
+# The parameters.scaleTargets entry for the reviewed resource, if any.
+scale_target := [t |
+	some t in object.get(params, "scaleTargets", [])
+	is_object(t)
+	object.get(t, "apiGroup", "") == object.get(review, ["resource", "group"], "")
+	scale_target_resource(t) == object.get(review, ["resource", "resource"], "")
+][0]
+
+scale_target_resource(t) := object.get(t, "resource", sprintf("%ss", [lower(t.kind)]))
+
+# A Scale this constraint checks: a listed kind, more replicas, an admission.
+scale_checked if {
+	mode in {"reserve", "check"}
+	scale_replicas(review_object) > scale_replicas(review_old_object)
+	scale_target
+}
+
+# The workload as Gatekeeper's inventory holds it (any synced version of
+# its group), and the same only when it is the stored version.
+scale_synced := [o |
+	some gv, kinds in data.inventory.namespace[scale_namespace]
+	api_group_of(gv) == object.get(scale_target, "apiGroup", "")
+	o := kinds[scale_target.kind][scale_name]
+][0]
+
+scale_parent := p if {
+	p := scale_synced
+	object.get(p, ["metadata", "resourceVersion"], "") == object.get(review_old_object, ["metadata", "resourceVersion"], "")
+}
+
+api_group_of(gv) := parts[0] if {
+	parts := split(gv, "/")
+	count(parts) == 2
+} else := ""
+
+# Why a checked Scale cannot be reviewed; undefined when it can.
+scale_error := sprintf("cannot check the scale of %s %q: it is not in Gatekeeper's synced inventory (sync %s %s)", [scale_target.kind, scale_name, scale_group_version, scale_target.kind]) if {
+	not scale_synced
+} else := sprintf("cannot check the scale of %s %q: Gatekeeper's synced copy is at resourceVersion %s, the %s at %s; retry", [
+	scale_target.kind, scale_name,
+	object.get(scale_synced, ["metadata", "resourceVersion"], ""), scale_target.kind,
+	object.get(review_old_object, ["metadata", "resourceVersion"], ""),
+]) if {
+	not scale_parent
+}
+
+scale_group_version := v if {
+	object.get(scale_target, "apiGroup", "") == ""
+	v := object.get(review, ["resource", "version"], "v1")
+} else := sprintf("%s/%s", [scale_target.apiGroup, object.get(review, ["resource", "version"], "v1")])
+
+# The workload at the replicas of Scale s and at generation g.
+scaled_parent(s, g) := json.patch(scale_parent, [
+	{"op": "add", "path": scale_replicas_pointer, "value": scale_replicas(s)},
+	{"op": "add", "path": "/metadata/generation", "value": g},
+])
+
+scale_replicas_pointer := concat("", [sprintf("/%s", [replace(replace(p, "~", "~0"), "/", "~1")]) |
+	some p in object.get(params, ["amount", "replicasPath"], ["spec", "replicas"])
+])
 
 # ---------------------------------------------------------------------------
 # The namespace and its labels
@@ -226,7 +350,13 @@ query(s) := {"consumer": s.consumer, "resourceType": s.resourceType, "dimensions
 # input.review, for an object that asks for amount (old_amount before an
 # UPDATE; ignored otherwise). Every failure to count is a violation: a quota
 # check that cannot decide denies.
-violations(amount, old_amount) := admission_violations(requested(amount, old_amount)) if {
+violations(amount, old_amount) := set() if {
+	is_scale
+	not scale_checked
+} else := {config_violation(m)} if {
+	is_scale
+	m := scale_error
+} else := admission_violations(requested(amount, old_amount)) if {
 	mode in {"reserve", "check"}
 } else := audit_violations if {
 	mode == "audit"

@@ -456,6 +456,156 @@ test_amount_bad_specifications_are_errors if {
 }
 
 # ---------------------------------------------------------------------------
+# The scale subresource: a Scale review is the update of the synced workload's
+# replicas.
+
+web_at(replicas, generation, rv) := {
+	"apiVersion": "apps/v1",
+	"kind": "Deployment",
+	"metadata": {"name": "web", "namespace": "team-a", "uid": "uid-web", "generation": generation, "resourceVersion": rv},
+	"spec": {"replicas": replicas, "template": {"spec": {"containers": [cpu("500m")]}}},
+}
+
+# What the API server sends for deployments/scale: the workload's name,
+# namespace, uid and resourceVersion, and the replicas; no generation.
+scale_at(replicas, rv) := {
+	"apiVersion": "autoscaling/v1",
+	"kind": "Scale",
+	"metadata": {"name": "web", "namespace": "team-a", "uid": "uid-web", "resourceVersion": rv, "creationTimestamp": "2026-11-22T10:00:00Z"},
+	"spec": {"replicas": replicas},
+	"status": {"replicas": 3, "selector": "app=web"},
+}
+
+scale_review(request_uid, resource, new, old) := {
+	"uid": request_uid,
+	"operation": "UPDATE",
+	"kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+	"resource": resource,
+	"subResource": "scale",
+	"name": new.metadata.name,
+	"namespace": new.metadata.namespace,
+	"object": new,
+	"oldObject": old,
+}
+
+deployments := {"group": "apps", "version": "v1", "resource": "deployments"}
+
+scale_of_web(from, to) := scale_review("req-s", deployments, scale_at(to, "41"), scale_at(from, "41"))
+
+cpu_with_scale := {
+	"resourceType": "core/requests.cpu",
+	"amount": {"resource": "cpu", "replicasPath": ["spec", "replicas"], "unit": "m"},
+	"scaleTargets": [{"apiGroup": "apps", "kind": "Deployment"}],
+}
+
+synced(gv, kind, o) := {"namespace": {o.metadata.namespace: {gv: {kind: {o.metadata.name: o}}}}}
+
+web_synced := synced("apps/v1", "Deployment", web_at(3, 4, "41"))
+
+# What QuotaAllocation asks: the amounts of obj and old_obj.
+scale_msgs := {v.msg | some v in vs} if {
+	vs := quotalib.violations(quotalib.object_amount(quotalib.obj), quotalib.object_amount(quotalib.old_obj))
+}
+
+test_scale_is_reviewed_as_the_update_of_the_synced_workload if {
+	i := inp(scale_of_web(3, 20), cpu_with_scale)
+	quotalib.obj == web_at(20, 5, "41") with input as i with data.inventory as web_synced
+	quotalib.old_obj == web_at(3, 4, "41") with input as i with data.inventory as web_synced
+	quotalib.object_ref == {"apiGroup": "apps", "kind": "Deployment", "namespace": "team-a", "name": "web", "uid": "uid-web"} with input as i
+		with data.inventory as web_synced
+	quotalib.claim_id(8500) == "uid-web/5/8500" with input as i with data.inventory as web_synced
+}
+
+test_scale_up_reserves_the_growth_under_the_workloads_next_generation if {
+	msgs := scale_msgs with input as inp(scale_of_web(3, 4), cpu_with_scale)
+		with data.inventory as web_synced
+		with quota.reserve as echo
+	msgs == {"quota exceeded for Namespace team-a: reserved uid-web/5/500 500"}
+}
+
+test_scale_that_does_not_add_replicas_is_not_checked if {
+	# No inventory: nothing needs the workload.
+	every to in [3, 2, 0] {
+		i := inp(scale_of_web(3, to), cpu_with_scale)
+		count(scale_msgs) == 0 with input as i with data.inventory as {} with quota.reserve as echo
+	}
+
+	# spec.replicas 0 is omitted from a Scale.
+	from_zero := scale_review("req-s", deployments, scale_at(2, "41"), json.remove(scale_at(0, "41"), ["spec/replicas"]))
+	scale_msgs == {"quota exceeded for Namespace team-a: reserved uid-web/5/1000 1000"} with input as inp(from_zero, cpu_with_scale)
+		with data.inventory as web_synced
+		with quota.reserve as echo
+}
+
+test_scale_of_a_kind_the_constraint_does_not_list_is_not_checked if {
+	statefulsets := {"group": "apps", "version": "v1", "resource": "statefulsets"}
+	r := scale_review("req-s", statefulsets, scale_at(20, "41"), scale_at(3, "41"))
+	count(scale_msgs) == 0 with input as inp(r, cpu_with_scale) with data.inventory as {} with quota.reserve as echo
+	no_targets := json.remove(cpu_with_scale, ["scaleTargets"])
+	count(scale_msgs) == 0 with input as inp(scale_of_web(3, 20), no_targets)
+		with data.inventory as web_synced
+		with quota.reserve as echo
+}
+
+test_scale_of_a_workload_missing_from_the_inventory_denies if {
+	i := inp(scale_of_web(3, 4), cpu_with_scale)
+	scale_msgs == {`quota: cannot check the scale of Deployment "web": it is not in Gatekeeper's synced inventory (sync apps/v1 Deployment)`} with input as i
+		with data.inventory as acme
+		with quota.reserve as echo
+}
+
+test_scale_against_a_stale_synced_copy_denies if {
+	i := inp(scale_of_web(3, 4), cpu_with_scale)
+	stale := synced("apps/v1", "Deployment", web_at(3, 3, "40"))
+	scale_msgs == {`quota: cannot check the scale of Deployment "web": Gatekeeper's synced copy is at resourceVersion 40, the Deployment at 41; retry`} with input as i
+		with data.inventory as stale
+		with quota.reserve as echo
+}
+
+test_scale_dry_run_predicts_the_denial_without_reserving if {
+	r := object.union(scale_of_web(3, 20), {"dryRun": true})
+	scale_msgs == {"quota exceeded for Namespace team-a: requested 8500 of core/requests.cpu, available 0 of 3 (allocated 3, reserved 0)"} with input as inp(r, cpu_with_scale)
+		with data.inventory as web_synced
+		with quota.reserve as echo
+		with quota.usage as full
+}
+
+test_scale_of_a_core_kind_and_a_custom_resource if {
+	rcs := {"group": "", "version": "v1", "resource": "replicationcontrollers"}
+	rc := json.patch(web_at(3, 4, "41"), [{"op": "replace", "path": "/apiVersion", "value": "v1"}, {"op": "replace", "path": "/kind", "value": "ReplicationController"}])
+	p := object.union(cpu_with_scale, {"scaleTargets": [{"kind": "ReplicationController"}]})
+	r := scale_review("req-s", rcs, scale_at(4, "41"), scale_at(3, "41"))
+	scale_msgs == {"quota exceeded for Namespace team-a: reserved uid-web/5/500 500"} with input as inp(r, p)
+		with data.inventory as synced("v1", "ReplicationController", rc)
+		with quota.reserve as echo
+	scale_msgs == {`quota: cannot check the scale of ReplicationController "web": it is not in Gatekeeper's synced inventory (sync v1 ReplicationController)`} with input as inp(r, p)
+		with data.inventory as {}
+
+	# A custom resource whose plural is not the kind plus "s", its replicas elsewhere.
+	proxies := {"group": "example.com", "version": "v2", "resource": "proxies"}
+	proxy := {
+		"apiVersion": "example.com/v2", "kind": "Proxy",
+		"metadata": {"name": "web", "namespace": "team-a", "uid": "uid-web", "generation": 1, "resourceVersion": "41"},
+		"spec": {"workers": 3, "template": {"spec": {"containers": [cpu("250m")]}}},
+	}
+	pp := {
+		"resourceType": "core/requests.cpu",
+		"amount": {"resource": "cpu", "replicasPath": ["spec", "workers"], "unit": "m"},
+		"scaleTargets": [{"apiGroup": "example.com", "kind": "Proxy", "resource": "proxies"}],
+	}
+	rp := scale_review("req-s", proxies, scale_at(5, "41"), scale_at(3, "41"))
+	scale_msgs == {"quota exceeded for Namespace team-a: reserved uid-web/2/500 500"} with input as inp(rp, pp)
+		with data.inventory as synced("example.com/v2", "Proxy", proxy)
+		with quota.reserve as echo
+}
+
+test_scale_never_changes_an_object_count if {
+	# QuotaEntity asks violations(1, 1): a checked Scale grows nothing.
+	i := inp(scale_of_web(3, 20), object.union(pods, {"scaleTargets": [{"apiGroup": "apps", "kind": "Deployment"}]}))
+	count(quotalib.violations(1, 1)) == 0 with input as i with data.inventory as web_synced with quota.reserve as echo
+}
+
+# ---------------------------------------------------------------------------
 # Real builtins against the --quota ledger: Namespace real-limit may hold 2
 # pods, Namespace real-modes 1. Each test owns its namespace.
 
@@ -478,4 +628,31 @@ test_real_dry_run_audit_and_repeats_never_reserve if {
 	real("CREATE", "r2", "real-modes", "z") == set()
 	real("CREATE", "r3", "real-modes", "w") == {"quota exceeded for Namespace real-modes: requested 1 of core/pods, available 0 of 1 (allocated 0, reserved 1)"}
 	{v.msg | some v in quotalib.violations(1, 1)} == {"quota exceeded for Namespace real-modes: requested 1 of core/pods, available 0 of 1 (allocated 0, reserved 1)"} with input as inp(object.union(admission("CREATE", "r4", pod("real-modes", "v", "v")), {"dryRun": true}), pods)
+}
+
+# Namespace real-scale may hold 2000 millicores: a scale of web (3 x 500m,
+# not counted here: the ledger starts empty) to 20 is denied with the same
+# numbers as the update of spec.replicas to 20; to 4 it reserves 500 once.
+in_real_scale(o) := json.patch(o, [{"op": "replace", "path": "/metadata/namespace", "value": "real-scale"}])
+
+real_scale(from, to, request_uid) := msgs if {
+	r := scale_review(request_uid, deployments, in_real_scale(scale_at(to, "41")), in_real_scale(scale_at(from, "41")))
+	msgs := scale_msgs with input as inp(r, cpu_with_scale)
+		with data.inventory as synced("apps/v1", "Deployment", in_real_scale(web_at(3, 4, "41")))
+}
+
+test_real_scale_is_denied_like_the_update_of_replicas if {
+	want := {"quota exceeded for Namespace real-scale: requested 8500 of core/requests.cpu, available 2000 of 2000 (allocated 0, reserved 0)"}
+	real_scale(3, 20, "req-1") == want
+	update := {
+		"uid": "req-2",
+		"operation": "UPDATE",
+		"kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+		"object": in_real_scale(web_at(20, 5, "")),
+		"oldObject": in_real_scale(web_at(3, 4, "41")),
+	}
+	scale_msgs == want with input as inp(update, cpu_with_scale)
+	real_scale(3, 4, "req-3") == set()
+	real_scale(3, 4, "req-4") == set()
+	real_scale(3, 8, "req-5") == {"quota exceeded for Namespace real-scale: requested 2500 of core/requests.cpu, available 1500 of 2000 (allocated 0, reserved 500)"}
 }

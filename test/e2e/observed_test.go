@@ -14,6 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -35,20 +37,31 @@ var deploymentUpdates = admissionregistrationv1.RuleWithOperations{
 // Deployments in ns. It returns the namespace's consumer.
 func cpuQuota(t *testing.T, ns, resourceType string, amount int64) quotav1alpha1.ConsumerRef {
 	t.Helper()
+	return cpuQuotaOf(t, ns, resourceType, amount, false)
+}
+
+// cpuQuotaOf is cpuQuota; with checkScale the constraint also checks the
+// Deployments' scale subresource, as docs/policy-authoring.md shows:
+// autoscaling/Scale in match.kinds and Deployment in parameters.scaleTargets.
+func cpuQuotaOf(t *testing.T, ns, resourceType string, amount int64, checkScale bool) quotav1alpha1.ConsumerRef {
+	t.Helper()
 	namespace(t, ns, nil)
 	registration(t, resourceType, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer,
 		quotav1alpha1.GroupKind{APIGroup: "apps", Kind: "Deployment"})
 	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
 	grant(t, "cpu", consumer, resourceType, amount)
+	kinds := []any{map[string]any{"apiGroups": []any{"apps"}, "kinds": []any{"Deployment"}}}
+	parameters := map[string]any{
+		"resourceType": resourceType,
+		"amount":       map[string]any{"resource": "cpu", "replicasPath": []any{"spec", "replicas"}, "unit": "m"},
+	}
+	if checkScale {
+		kinds = append(kinds, map[string]any{"apiGroups": []any{"autoscaling"}, "kinds": []any{"Scale"}})
+		parameters["scaleTargets"] = []any{map[string]any{"apiGroup": "apps", "kind": "Deployment"}}
+	}
 	quotaConstraint(t, "QuotaAllocation", ns, map[string]any{
-		"match": map[string]any{
-			"kinds":      []any{map[string]any{"apiGroups": []any{"apps"}, "kinds": []any{"Deployment"}}},
-			"namespaces": []any{ns},
-		},
-		"parameters": map[string]any{
-			"resourceType": resourceType,
-			"amount":       map[string]any{"resource": "cpu", "replicasPath": []any{"spec", "replicas"}, "unit": "m"},
-		},
+		"match":      map[string]any{"kinds": kinds, "namespaces": []any{ns}},
+		"parameters": parameters,
 	})
 	return consumer
 }
@@ -108,10 +121,17 @@ func TestScalingDownAndUpCountsWhatRuns(t *testing.T) {
 	web := deployment(ns, "web", 3, "500m")
 	create(t, web)
 	waitBucket(t, consumer, rt, 1500, 0)
+	before := waitViewAmount(t, ns, "web", 1500)
 	mustScale(t, web, 2)
 	waitBucket(t, consumer, rt, 1000, 0)
+	// The view follows: its spec is immutable, so it is written again
+	// under the same name.
+	if after := waitViewAmount(t, ns, "web", 1000); after.Name != before.Name || after.UID == before.UID {
+		t.Fatalf("view after the scale: %s (uid %s), want %s written again", after.Name, after.UID, before.Name)
+	}
 	mustScale(t, web, 3)
 	waitBucket(t, consumer, rt, 1500, 0)
+	waitViewAmount(t, ns, "web", 1500)
 
 	// Denied with the observed numbers; a denial holds nothing, so asking
 	// again until Gatekeeper's cache of the bucket has caught up is harmless.
@@ -135,6 +155,90 @@ func TestScalingDownAndUpCountsWhatRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitBucket(t, consumer, rt, 0, 0)
+}
+
+// scaleSubresource sets d's replicas through its scale subresource, as a
+// HorizontalPodAutoscaler does (read the Scale, update it), and returns the
+// error.
+func scaleSubresource(t *testing.T, d *appsv1.Deployment, replicas int32) error {
+	t.Helper()
+	deployments := kubernetes.NewForConfigOrDie(cluster.Config).AppsV1().Deployments(d.Namespace)
+	s, err := deployments.GetScale(context.Background(), d.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Spec.Replicas = replicas
+	_, err = deployments.UpdateScale(context.Background(), d.Name, s, metav1.UpdateOptions{})
+	return err
+}
+
+// kubectlScale is `kubectl scale deployment --replicas`: a merge patch of
+// the scale subresource.
+func kubectlScale(d *appsv1.Deployment, replicas int32) error {
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	_, err := kubernetes.NewForConfigOrDie(cluster.Config).AppsV1().Deployments(d.Namespace).
+		Patch(context.Background(), d.Name, k8stypes.MergePatchType, patch, metav1.PatchOptions{}, "scale")
+	return err
+}
+
+// denial is the API server's error text for a denial by Gatekeeper.
+func denial(constraint, msg string) string {
+	return fmt.Sprintf("admission webhook %q denied the request: [%s] %s", "validation.gatekeeper.sh", constraint, msg)
+}
+
+// kubectl scale (a patch) and an autoscaler (an update) through the scale
+// subresource, with a constraint that checks Deployments' scales: 3 x 500m
+// under 2000m, scaling to 20 is denied with exactly the message of the same
+// update of spec.replicas and holds nothing; scaling to 4 is admitted and
+// counted, and the bucket settles at exactly the grant.
+func TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas(t *testing.T) {
+	const ns, rt = "e2e-scale-subresource", "e2e.quota/scale-subresource-cpu"
+	consumer := cpuQuotaOf(t, ns, rt, 2000, true)
+	web := deployment(ns, "web", 3, "500m")
+	create(t, web)
+	waitBucket(t, consumer, rt, 1500, 0)
+
+	want := denial(ns, "quota exceeded for Namespace "+ns+": requested 8500 of "+rt+", available 500 of 2000 (allocated 1500, reserved 0)")
+	if err := scale(t, web.DeepCopy(), 20, nil); !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("update of spec.replicas to 20:\n got %v\nwant %s", err, want)
+	}
+	// Until Gatekeeper has synced web, the scale is denied asking to sync or
+	// retry (fail closed); then with the update's message.
+	testenv.Eventually(t, 30*time.Second, "kubectl scale to 20 denied like the update", func() error {
+		if err := kubectlScale(web, 20); !apierrors.IsForbidden(err) || err.Error() != want {
+			return fmt.Errorf("want %s, got %w", want, err)
+		}
+		return nil
+	})
+	if err := scaleSubresource(t, web, 20); !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("an autoscaler's scale to 20:\n got %v\nwant %s", err, want)
+	}
+	if st := bucket(t, consumer, rt); st.Allocated != 1500 || st.Reserved != 0 {
+		t.Fatalf("after the denials: allocated %d reserved %d, want 1500 and 0", st.Allocated, st.Reserved)
+	}
+
+	if err := kubectlScale(web, 4); err != nil {
+		t.Fatalf("kubectl scale to 4: %v", err)
+	}
+	if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(web), web); err != nil {
+		t.Fatal(err)
+	}
+	if *web.Spec.Replicas != 4 || web.Generation != 2 {
+		t.Fatalf("web after the scale: %d replicas at generation %d, want 4 at 2", *web.Spec.Replicas, web.Generation)
+	}
+	waitBucket(t, consumer, rt, 2000, 0)
+	if st := bucket(t, consumer, rt); st.Available != 0 || st.ClaimCount != 1 || len(st.Reservations) != 0 {
+		t.Fatalf("at the grant: available %d claimCount %d reservations %+v", st.Available, st.ClaimCount, st.Reservations)
+	}
+	// Nothing is left for one more replica, through either path.
+	full := denial(ns, "quota exceeded for Namespace "+ns+": requested 500 of "+rt+", available 0 of 2000 (allocated 2000, reserved 0)")
+	testenv.Eventually(t, 30*time.Second, "scale to 5 denied", func() error {
+		if err := scaleSubresource(t, web, 5); !apierrors.IsForbidden(err) || err.Error() != full {
+			return fmt.Errorf("want %s, got %w", full, err)
+		}
+		return nil
+	})
+	waitBucket(t, consumer, rt, 2000, 0)
 }
 
 // An update whose growth Gatekeeper reserved, rejected by a later webhook,

@@ -36,14 +36,12 @@ func TestEntityQuota(t *testing.T) {
 		t.Fatalf("claimCount %d reservations %+v, want 3 counted objects and none in flight", st.ClaimCount, st.Reservations)
 	}
 	assertNamespaces(t, consumer, rt, map[string]int64{ns: 3})
-	// Admission writes no per-object ResourceClaims.
-	var claims quotav1alpha1.ResourceClaimList
-	if err := cluster.Client.List(context.Background(), &claims, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
+	// Admission writes no ResourceClaim; the manager writes one view per
+	// counted object, and nothing else.
+	for i := 1; i <= 3; i++ {
+		waitView(t, ns, fmt.Sprintf("cm-%d", i), consumer, rt)
 	}
-	if len(claims.Items) != 0 {
-		t.Fatalf("%d ResourceClaims for admitted ConfigMaps, want none", len(claims.Items))
-	}
+	requireOnlyViews(t, ns, 3)
 
 	if err := cluster.Client.Delete(context.Background(), configMap(ns, "cm-1", nil)); err != nil {
 		t.Fatal(err)
@@ -52,6 +50,12 @@ func TestEntityQuota(t *testing.T) {
 	if st := bucket(t, consumer, rt); st.ClaimCount != 2 {
 		t.Fatalf("claimCount %d after a delete, want 2", st.ClaimCount)
 	}
+	testenv.Eventually(t, time.Minute, "cm-1's view gone with it", func() error {
+		if v := views(t, ns); len(v) != 2 || v["cm-1"] != nil {
+			return fmt.Errorf("views of %v", keysOf(v))
+		}
+		return nil
+	})
 	mustAdmit(t, ns, "cm-5")
 	mustDeny(t, ns, "cm-6", "available 0 of 3")
 }

@@ -106,3 +106,15 @@ func requireBinaries(dir string) error {
 	}
 	return nil
 }
+
+// Kubeconfig returns a kubeconfig for a user of that name and groups,
+// authenticated by a client certificate the control plane trusts, for a
+// process a test runs against it (kube-controller-manager, a binary under
+// test). Its permissions are what RBAC grants the user and groups.
+func (e *Env) Kubeconfig(user string, groups ...string) ([]byte, error) {
+	u, err := e.env.AddUser(envtest.User{Name: user, Groups: groups}, e.Config)
+	if err != nil {
+		return nil, err
+	}
+	return u.KubeConfig()
+}

@@ -37,3 +37,48 @@ test_scaling_down_reserves_nothing if {
 		with quota.reserve as echo
 	count(vs) == 0
 }
+
+# kubectl scale: an autoscaling/v1 Scale carrying the workload's name,
+# namespace, uid and resourceVersion, reviewed against the synced workload.
+scale(replicas) := {
+	"apiVersion": "autoscaling/v1",
+	"kind": "Scale",
+	"metadata": {"name": "web", "namespace": "team-a", "uid": "uid-web", "resourceVersion": "7"},
+	"spec": {"replicas": replicas},
+}
+
+scale_review(new, old) := {
+	"uid": "req-3", "operation": "UPDATE",
+	"kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+	"resource": {"group": "apps", "version": "v1", "resource": "deployments"}, "subResource": "scale",
+	"name": "web", "namespace": "team-a", "object": new, "oldObject": old,
+}
+
+synced_web := {"namespace": {"team-a": {"apps/v1": {"Deployment": {"web": json.patch(deployment(3), [{"op": "add", "path": "/metadata/resourceVersion", "value": "7"}])}}}}}
+
+scale_params := object.union(params, {"scaleTargets": [{"apiGroup": "apps", "kind": "Deployment"}]})
+
+# 1500m of 2000m used: 500m left.
+tight(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [object.union(claim.requests[0], {
+	"bucket": "b", "reason": "QuotaExceeded", "limit": 2000, "allocated": 1500, "reserved": 0, "available": 500,
+	"message": sprintf("requested %d of core/requests.cpu, available 500 of 2000 (allocated 1500, reserved 0)", [claim.requests[0].amount]),
+})]}
+
+test_scale_is_denied_with_the_message_of_the_equivalent_replicas_update if {
+	want := {"quota exceeded for Namespace team-a: requested 8500 of core/requests.cpu, available 500 of 2000 (allocated 1500, reserved 0)"}
+	by_scale := {v.msg | some v in quotaallocation.violation} with input as {"review": scale_review(scale(20), scale(3)), "parameters": scale_params}
+		with data.inventory as synced_web
+		with quota.reserve as tight
+	by_scale == want
+	by_update := {v.msg | some v in quotaallocation.violation} with input as {"review": review("UPDATE", deployment(20), deployment(3)), "parameters": scale_params}
+		with quota.reserve as tight
+	by_update == want
+}
+
+test_scale_reserves_the_growth_under_the_next_generation if {
+	# The synced web is at generation 3: the scale makes it 4.
+	msgs := {v.msg | some v in quotaallocation.violation} with input as {"review": scale_review(scale(4), scale(3)), "parameters": scale_params}
+		with data.inventory as synced_web
+		with quota.reserve as echo
+	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4/500 500"}
+}

@@ -2,6 +2,7 @@ package suite
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -41,11 +42,23 @@ func (r *Runner) writeReview(s *Suite, obj *unstructured.Unstructured, a *Admiss
 	}
 	gvk := obj.GroupVersionKind()
 	req := &admissionv1.AdmissionRequest{
-		UID:       types.UID(a.UID),
-		Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
-		Name:      obj.GetName(),
-		Namespace: obj.GetNamespace(),
-		Operation: op,
+		UID:         types.UID(a.UID),
+		Kind:        metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+		SubResource: a.SubResource,
+		Name:        obj.GetName(),
+		Namespace:   obj.GetNamespace(),
+		Operation:   op,
+	}
+	if a.Resource != nil {
+		req.Resource = *a.Resource
+	}
+	if isScale(obj) {
+		if a.Resource == nil {
+			return "", errors.New("admission.resource: required for a Scale: the resource it scales, e.g. {group: apps, version: v1, resource: deployments}")
+		}
+		if req.SubResource == "" {
+			req.SubResource = "scale"
+		}
 	}
 	if a.DryRun {
 		req.DryRun = &a.DryRun

@@ -34,11 +34,11 @@ type cluster struct {
 	objects map[string]liveObject // by uid
 }
 
-// liveObject is what one admitted object counts, as the observer keeps it.
+// liveObject is one admitted object as the cluster now holds it, and what
+// it counts, as the observer keeps it.
 type liveObject struct {
-	generation int64
-	namespace  string
-	counts     map[ledger.BucketKey]int64
+	object *unstructured.Unstructured
+	counts map[ledger.BucketKey]int64
 }
 
 // observeUID is the request uid of the review that measures an object.
@@ -48,8 +48,9 @@ const observeUID = "quotactl-observe"
 // (the path gator read), and writes every bucket whose sums may have
 // changed. Only a real admission (a request uid, not a dry run) that was
 // admitted changes what exists: a CREATE or UPDATE leaves the object as the
-// step gives it, a DELETE removes it. An AdmissionReview file reviewed
-// without an admission block is not observed.
+// step gives it, a DELETE removes it, and an UPDATE of a Scale sets the
+// replicas of the live workload it scales (scaled). An AdmissionReview file
+// reviewed without an admission block is not observed.
 func (r *Runner) observe(ctx context.Context, s *Suite, t *Test, c *Case, st Step, object string, cl *cluster) error {
 	a := st.Admission
 	if a == nil || a.UID == "" || a.DryRun || admissionv1.Operation(a.Operation) == admissionv1.Connect {
@@ -66,6 +67,13 @@ func (r *Runner) observe(ctx context.Context, s *Suite, t *Test, c *Case, st Ste
 	if admitted, err := r.admitted(ctx, s, t, c, st, object); err != nil || !admitted {
 		return err
 	}
+	if isScale(obj) {
+		live, ok := cl.objects[uid]
+		if !ok {
+			return nil // a workload this case never created: nothing it counts changes
+		}
+		obj = scaled(live.object, obj)
+	}
 	before := cl.objects[uid].counts
 	if admissionv1.Operation(a.Operation) == admissionv1.Delete {
 		delete(cl.objects, uid)
@@ -74,7 +82,7 @@ func (r *Runner) observe(ctx context.Context, s *Suite, t *Test, c *Case, st Ste
 		if err != nil {
 			return err
 		}
-		cl.objects[uid] = liveObject{generation: obj.GetGeneration(), namespace: obj.GetNamespace(), counts: counts}
+		cl.objects[uid] = liveObject{object: obj, counts: counts}
 	}
 	keys := slices.Concat(slices.Collect(maps.Keys(before)), slices.Collect(maps.Keys(cl.objects[uid].counts)))
 	slices.SortFunc(keys, func(a, b ledger.BucketKey) int { return strings.Compare(a.Name(), b.Name()) })
@@ -84,6 +92,28 @@ func (r *Runner) observe(ctx context.Context, s *Suite, t *Test, c *Case, st Ste
 		}
 	}
 	return nil
+}
+
+// isScale reports whether obj is an autoscaling Scale: what an update of a
+// scale subresource (kubectl scale, a HorizontalPodAutoscaler) carries.
+func isScale(obj *unstructured.Unstructured) bool {
+	gvk := obj.GroupVersionKind()
+	return gvk.Group == "autoscaling" && gvk.Kind == "Scale"
+}
+
+// scaled is the workload after an admitted update of its Scale, as the API
+// server leaves a Deployment, ReplicaSet, StatefulSet or
+// ReplicationController: spec.replicas is the Scale's, and a change of it
+// (a spec change) moves metadata.generation on by one.
+func scaled(workload, scale *unstructured.Unstructured) *unstructured.Unstructured {
+	out := workload.DeepCopy()
+	replicas, _, _ := unstructured.NestedInt64(scale.Object, "spec", "replicas") // absent is 0
+	if old, found, _ := unstructured.NestedInt64(out.Object, "spec", "replicas"); found && old == replicas {
+		return out
+	}
+	_ = unstructured.SetNestedField(out.Object, replicas, "spec", "replicas")
+	out.SetGeneration(out.GetGeneration() + 1)
+	return out
 }
 
 // admitted is the step's decision. The step's assertions, which gator has
@@ -162,9 +192,9 @@ func (cl *cluster) write(ctx context.Context, key ledger.BucketKey) error {
 		if obs.Allocated, err = ledger.Add(obs.Allocated, amount); err != nil {
 			return err
 		}
-		obs.ByNamespace[o.namespace] += amount // bounded by Allocated
+		obs.ByNamespace[o.object.GetNamespace()] += amount // bounded by Allocated
 		obs.Count++
-		counted[uid] = o.generation
+		counted[uid] = o.object.GetGeneration()
 	}
 	b, _, err := cl.store.Get(ctx, key)
 	if err != nil {

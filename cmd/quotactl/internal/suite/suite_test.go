@@ -108,7 +108,8 @@ func TestFailuresSayWhichStepAndWhatWasSeen(t *testing.T) {
 		"failing/wrong-usage": "usage of /Namespace /team-a core/configmaps{}: reserved 0, want 1",
 		"failing/grant-against-the-registration": "quota: " + abs[1:] + "/quota.yaml: ResourceGrant team-a/configmaps: " +
 			`spec.consumerRef: Invalid value: "Namespace": resource type "core/configmaps" is consumed by resourcemanager.miloapis.com/Organization (ResourceRegistration "configmaps-per-organization")`,
-		"failing/missing-object-file": "object: open " + abs[1:] + "/cm-9.yaml: no such file or directory",
+		"failing/missing-object-file":        "object: open " + abs[1:] + "/cm-9.yaml: no such file or directory",
+		"failing/scale-without-its-resource": "admission.resource: required for a Scale: the resource it scales, e.g. {group: apps, version: v1, resource: deployments}",
 	})
 }
 

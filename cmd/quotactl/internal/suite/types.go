@@ -99,6 +99,13 @@ type Admission struct {
 	DryRun bool `json:"dryRun,omitempty"`
 	// OldObject is the path of the object before an UPDATE or DELETE.
 	OldObject string `json:"oldObject,omitempty"`
+	// Resource is the resource the request is made to, and SubResource its
+	// subresource: a Scale (autoscaling/v1) is the scale subresource of its
+	// workload's resource, e.g. {group: apps, version: v1, resource:
+	// deployments}, which it does not name itself. Required for a Scale;
+	// SubResource then defaults to "scale".
+	Resource    *metav1.GroupVersionResource `json:"resource,omitempty"`
+	SubResource string                       `json:"subResource,omitempty"`
 }
 
 // Usage is the expected state of one bucket; only the numbers given are

@@ -84,12 +84,20 @@ func TestGrantPolicyCreatesTheRenderedGrantOwnedByItsTrigger(t *testing.T) {
 	bonus.Spec.Target.ResourceGrantTemplate.Metadata.Name = `{{ trigger.metadata.name + "-bonus" }}`
 	newReadyPolicy(t, bonus)
 	b := waitGrant(t, sysNS, "t41-acme-bonus")
-	if got := b.Spec.Allowances[0].Buckets[0].Amount; got != 10 {
-		t.Errorf("bonus amount %d, want 10", got)
-	}
-	if got := b.Labels[quotav1alpha1.LabelPolicy]; got != "t41-bonus" {
-		t.Errorf("bonus grant's policy label %q", got)
-	}
+	requireGrant(t, b, quotav1alpha1.ResourceGrant{
+		ObjectMeta: metav1.ObjectMeta{
+			Labels:      map[string]string{quotav1alpha1.LabelPolicy: "t41-bonus", quotav1alpha1.LabelTriggerUID: string(acme.GetUID())},
+			Annotations: map[string]string{quotav1alpha1.AnnotationTrigger: "t41-acme"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "resourcemanager.miloapis.com/v1alpha1", Kind: "Organization",
+				Name: "t41-acme", UID: acme.GetUID(), Controller: ptr.To(true)}},
+		},
+		Spec: quotav1alpha1.ResourceGrantSpec{
+			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "t41-acme"},
+			Allowances:  []quotav1alpha1.Allowance{{ResourceType: rt, Buckets: []quotav1alpha1.GrantBucket{{Amount: 10}}}},
+		},
+	})
+	wantEvent(t, "GrantCreationPolicy", "", "t41-bonus", "", "Normal", "GrantCreated",
+		"created ResourceGrant quotakeeper-system/t41-acme-bonus for Organization t41-acme")
 
 	globex := newTrigger(t, orgGVK, "", "t41-globex", map[string]any{"tier": "silver", "seats": int64(1)}, map[string]any{"phase": "Active"})
 	waitGrant(t, sysNS, "t41-org-t41-globex-grant")
@@ -106,10 +114,16 @@ func TestGrantPolicyCreatesTheRenderedGrantOwnedByItsTrigger(t *testing.T) {
 		"deleted ResourceGrant quotakeeper-system/t41-acme-bonus (GrantCreationPolicy t41-bonus): the trigger is gone")
 	wantEvent(t, "GrantCreationPolicy", "", "t41-org", "", "Normal", "GrantDeleted",
 		"deleted ResourceGrant quotakeeper-system/t41-org-t41-acme-grant for Organization t41-acme: the trigger is gone")
-	for _, name := range []string{"t41-org-t41-globex-grant", "t41-globex-bonus"} {
+	for name, msg := range map[string]string{
+		"t41-org-t41-globex-grant": "grants t41.example.com/projects 50",
+		"t41-globex-bonus":         "grants t41.example.com/projects 2",
+	} {
 		g := waitGrant(t, sysNS, name)
 		if g.Labels[quotav1alpha1.LabelTriggerUID] != string(globex.GetUID()) {
 			t.Errorf("grant %s: trigger uid %q, want globex's", name, g.Labels[quotav1alpha1.LabelTriggerUID])
+		}
+		if got := waitCondition(t, g, quotav1alpha1.ConditionActive, metav1.ConditionTrue, quotav1alpha1.ReasonGrantActive); got != msg {
+			t.Errorf("grant %s: Active message %q, want %q", name, got, msg)
 		}
 	}
 	if got, want := policyGrants(t, "t41-org"), []string{"quotakeeper-system/t41-org-t41-globex-grant"}; !cmp.Equal(got, want) {

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -193,12 +194,23 @@ func (r *grantPolicyReconciler) compile(p *quotav1alpha1.GrantCreationPolicy) (*
 	if gk, ok := g.Parent(); ok {
 		mapping, err := r.mapper.RESTMapping(gk)
 		if err != nil {
-			return nil, fmt.Errorf("parent kind %s: %w", gk, err)
+			return nil, &parentKindError{kind: gk, err: err}
 		}
 		wp.parent = &mapping.GroupVersionKind
 	}
 	return wp, nil
 }
+
+// parentKindError is a parent kind the REST mapper does not know (yet).
+type parentKindError struct {
+	kind schema.GroupKind
+	err  error
+}
+
+func (e *parentKindError) Error() string {
+	return fmt.Sprintf("cannot watch the parent kind %s: %v", e.kind, e.err)
+}
+func (e *parentKindError) Unwrap() error { return e.err }
 
 // reconcilePolicy keeps a policy's watches and puts each of its triggers
 // and grants in the queue, so every grant is judged against the policy as
@@ -213,6 +225,14 @@ func (r *grantPolicyReconciler) reconcilePolicy(ctx context.Context, name string
 		return nil
 	}
 	wp, err := r.compile(p)
+	var unmapped *parentKindError
+	if errors.As(err, &unmapped) {
+		// Ready says the server serves the kind; the mapper, which
+		// rereads discovery on a miss, may be a moment behind: retry.
+		r.stopPolicy(name)
+		r.policyEvent(p, nil, eventWarning, reasonWatchFailed, "Watch", err.Error())
+		return err
+	}
 	if err != nil {
 		r.stopPolicy(name)
 		r.policyEvent(p, nil, eventWarning, reasonGrantFailed, "Compile", err.Error())

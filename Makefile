@@ -63,6 +63,7 @@ verify: generate $(GOLANGCI_LINT) ## Fail when generated files are stale, code i
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 	$(QUOTACTL) opa fmt --list --fail rego/
 	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/
+	kubectl kustomize config/default > /dev/null
 
 lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml's linters.
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -446,4 +447,25 @@ q := quota.quantity("1", "m")`)
 
 func jsonNumber[T int | int64 | string](v T) json.Number {
 	return json.Number(fmt.Sprint(v))
+}
+
+// stalledStore never finishes a write: an apiserver that stopped answering.
+// It honours ctx as kubestore does for a mutation still queued.
+type stalledStore struct{ brokenStore }
+
+func (stalledStore) Apply(ctx context.Context, key ledger.BucketKey, _ func(*ledger.Bucket) error) (ledger.Bucket, error) {
+	<-ctx.Done()
+	return ledger.Bucket{}, fmt.Errorf("bucket %s not written: %w", key.Name(), context.Cause(ctx))
+}
+
+// Done when: a reserve that cannot finish within the deadline halts (so the
+// request is denied) with a message that says so, instead of outliving the
+// admission request.
+func TestReserveHaltsAtTheDeadline(t *testing.T) {
+	builtins.Use(ledger.New(stalledStore{}, ledger.NewGrantSet()))
+	builtins.SetDeadline(50 * time.Millisecond)
+	t.Cleanup(func() { builtins.Use(nil); builtins.SetDeadline(0) })
+	_, err := eval(t, "quota.reserve(input)", claim("c1", pods(teamA, 1)))
+	assertEqual(t, "reserve", haltMessage(t, err),
+		`quota.reserve: reserving claim "c1": bucket `+bucket(teamA)+` not written: no decision within the quota deadline of 50ms`)
 }

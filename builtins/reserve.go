@@ -22,7 +22,9 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := l.Reserve(bctx.Context, claim)
+	ctx, cancel := withDeadline(bctx.Context)
+	defer cancel()
+	d, err := l.Reserve(ctx, claim)
 	if err != nil {
 		if h := validationHalt("claim", err); h != nil {
 			return nil, h

@@ -154,7 +154,7 @@ func startManager() (*managerRun, error) {
 	if err := controllers.Setup(m, controllers.Options{}); err != nil {
 		return nil, err
 	}
-	if err := webhooks.Setup(m, webhooks.Options{}); err != nil {
+	if err := webhooks.Setup(m, webhooks.Options{ConsumerLabelGroups: []string{"system:masters", "platform-admins"}}); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

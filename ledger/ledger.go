@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -40,9 +39,11 @@ type Ledger struct {
 
 	// claimLocks serialize calls for the same claim id within this process,
 	// so two concurrent replays of one claim cannot interleave a take with
-	// the other's rollback and end up half-held.
+	// the other's rollback and end up half-held. Each is a one-slot channel
+	// rather than a mutex so that waiting for it honours the caller's
+	// deadline.
 	seed       maphash.Seed
-	claimLocks [claimLockStripes]sync.Mutex
+	claimLocks [claimLockStripes]chan struct{}
 }
 
 // New returns a Ledger. It panics on a nil store or grant source, a nil clock
@@ -51,6 +52,9 @@ func New(store Store, grants GrantSource, opts ...Option) *Ledger {
 	l := &Ledger{store: store, grants: grants, now: time.Now, ttl: DefaultReservationTTL, seed: maphash.MakeSeed()}
 	for _, opt := range opts {
 		opt(l)
+	}
+	for i := range l.claimLocks {
+		l.claimLocks[i] = make(chan struct{}, 1)
 	}
 	switch {
 	case store == nil:
@@ -65,10 +69,15 @@ func New(store Store, grants GrantSource, opts ...Option) *Ledger {
 	return l
 }
 
-func (l *Ledger) lockClaim(id string) (unlock func()) {
-	m := &l.claimLocks[maphash.String(l.seed, id)%claimLockStripes]
-	m.Lock()
-	return m.Unlock
+// lockClaim takes the claim's lock, or gives up when ctx ends.
+func (l *Ledger) lockClaim(ctx context.Context, id string) (unlock func(), err error) {
+	lock := l.claimLocks[maphash.String(l.seed, id)%claimLockStripes]
+	select {
+	case lock <- struct{}{}:
+		return func() { <-lock }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("claim %q: waiting for another call on it: %w", id, context.Cause(ctx))
+	}
 }
 
 // target is one distinct bucket a claim touches: the merged request and the

@@ -16,7 +16,11 @@ func (l *Ledger) Release(ctx context.Context, claim Claim) error {
 	if err != nil {
 		return err
 	}
-	defer l.lockClaim(claim.ID)()
+	unlock, err := l.lockClaim(ctx, claim.ID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	for _, i := range byName(ts) {
 		t := ts[i]
 		_, err := l.store.Apply(ctx, t.key, func(b *Bucket) error {

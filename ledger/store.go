@@ -1,6 +1,9 @@
 package ledger
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Store persists buckets. It is deliberately per-bucket: one atomic
 // read-modify-write of one bucket is exactly what a Kubernetes object with
@@ -13,8 +16,16 @@ type Store interface {
 	// run more than once (on write conflict) and must be a pure function of
 	// the bucket it is given. If mutate returns an error, nothing is written
 	// for that call and the error is returned. Returns the bucket as
-	// persisted.
+	// persisted. When ctx ends first Apply returns at once: with an error
+	// wrapping ErrOutcomeUnknown if the mutation may still be persisted
+	// (the caller undoes it with a later Apply, which a store orders after
+	// it), with any other error if it never will be.
 	Apply(ctx context.Context, key BucketKey, mutate func(*Bucket) error) (Bucket, error)
 	// Get returns the bucket and whether it exists.
 	Get(ctx context.Context, key BucketKey) (Bucket, bool, error)
 }
+
+// ErrOutcomeUnknown is wrapped by a Store's error when the caller stopped
+// waiting (its context ended) while its mutation was being written: it may
+// or may not have been persisted.
+var ErrOutcomeUnknown = errors.New("outcome unknown: the caller stopped waiting while the write was in flight")

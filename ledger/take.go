@@ -26,8 +26,18 @@ func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
 			return Decision{}, fmt.Errorf("claim %q not reserved: the limit of bucket %s is unknown: %w", claim.ID, ts[i].name, err)
 		}
 	}
-	defer l.lockClaim(claim.ID)()
-	expires := l.now().Round(0).Add(l.ttl)
+	unlock, err := l.lockClaim(ctx, claim.ID)
+	if err != nil {
+		return Decision{}, err
+	}
+	defer func() {
+		if unlock != nil {
+			unlock()
+		}
+	}()
+	// Microseconds, as the bucket object stores them: the expiry is how a
+	// rollback tells this call's reservation from an earlier one's.
+	expires := l.now().Round(0).Add(l.ttl).Truncate(time.Microsecond)
 
 	results := make([]RequestDecision, len(ts))
 	outcomes := make([]takeOutcome, len(ts))
@@ -49,8 +59,21 @@ func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
 			refused = true
 			results[i].Reason = ReasonQuotaExceeded
 			results[i].setUsage(Usage{Limit: refusal.Limit, Allocated: refusal.Allocated, Reserved: refusal.Reserved, Available: refusal.Available})
+		case err != nil && ctx.Err() != nil:
+			// The caller's deadline passed: it is answered at once, and
+			// whatever this call wrote is undone behind it, including a
+			// write still in flight (ErrOutcomeUnknown), which the store
+			// orders before the undo. The claim stays locked until then, so
+			// a replay cannot interleave.
+			undo, release := append(added, ts[i]), unlock
+			unlock = nil
+			go func() {
+				defer release()
+				_ = l.rollback(ctx, claim.ID, expires, undo)
+			}()
+			return Decision{}, err
 		case err != nil:
-			if rbErr := l.rollback(ctx, claim.ID, added); rbErr != nil {
+			if rbErr := l.rollback(ctx, claim.ID, expires, added); rbErr != nil {
 				err = errors.Join(err, rbErr)
 			}
 			return Decision{}, err
@@ -72,7 +95,7 @@ func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
 		return Decision{Granted: true, Requests: results}, nil
 	}
 
-	rbErr := l.rollback(ctx, claim.ID, added)
+	rbErr := l.rollback(ctx, claim.ID, expires, added)
 	for i := range results {
 		if results[i].Reason == ReasonQuotaAvailable {
 			results[i].setUsage(outcomes[i].before)
@@ -148,18 +171,18 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 	return out, err
 }
 
-// rollback removes the reservations this call added. Reservations that were
-// already there (a replay) are left alone: the ledger never un-counts
-// something it did not just add. It runs even if ctx was cancelled, since
+// rollback removes the reservations this call added, known by the call's
+// expiry. Reservations that were already there (a replay) are left alone:
+// the ledger never un-counts something it did not just add. It runs even if ctx was cancelled, since
 // abandoning it would leave quota held by a denied claim.
-func (l *Ledger) rollback(ctx context.Context, claimID string, ts []target) error {
+func (l *Ledger) rollback(ctx context.Context, claimID string, expires time.Time, ts []target) error {
 	ctx = context.WithoutCancel(ctx)
 	var errs []error
 	for i := len(ts) - 1; i >= 0; i-- {
 		t := ts[i]
 		_, err := l.store.Apply(ctx, t.key, func(b *Bucket) error {
-			if !b.holds(claimID) {
-				return errUnchanged
+			if r, ok := b.Reservations[claimID]; !ok || !r.ExpiresAt.Equal(expires) {
+				return errUnchanged // not this call's reservation
 			}
 			delete(b.Reservations, claimID)
 			t.setLimit(b)

@@ -35,6 +35,8 @@ var (
 		"namespace holding the AllowanceBuckets of consumers that are not namespaces (quotakeeper)")
 	reservationTTL = flag.Duration("quota-reservation-ttl", ledger.DefaultReservationTTL,
 		"how long an admission reservation holds quota before it expires unless its object appears (quotakeeper)")
+	deadline = flag.Duration("quota-deadline", builtins.DefaultDeadline,
+		"longest a quota.reserve call waits for the ledger before it denies and undoes what it wrote; keep it below the webhook's timeoutSeconds (quotakeeper)")
 )
 
 // Install registers the builtins, adds quotakeeper's kinds to Gatekeeper's
@@ -55,7 +57,8 @@ func Install(scheme *runtime.Scheme) {
 // Gatekeeper has set its logger, so the line would be lost there.
 func AddToManager(mgr manager.Manager) error {
 	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version,
-		"systemNamespace", *systemNamespace, "reservationTTL", reservationTTL.String())
+		"systemNamespace", *systemNamespace, "reservationTTL", reservationTTL.String(), "deadline", deadline.String())
+	builtins.SetDeadline(*deadline)
 	l, m, err := grants.NewLedger(mgr, *systemNamespace, ledger.WithReservationTTL(*reservationTTL))
 	if err != nil {
 		return fmt.Errorf("quotakeeper ledger: %w", err)

@@ -1,13 +1,16 @@
 // Package webhooks keeps bad quota objects out: validating webhooks for
-// registrations, grants, claims and creation policies, and the mutating
-// webhook that gives every claim its finalizer. The webhooks are adapters: the rules live in
-// package validation, which the controllers and quotactl apply too. What is
-// the webhooks' own is admission itself: which operations are judged.
+// registrations, grants, claims and creation policies, the guard on
+// namespaces' consumer labels, and the mutating webhook that gives every
+// claim its finalizer. The webhooks are adapters: the rules live in package
+// validation, which the controllers and quotactl apply too. What is the
+// webhooks' own is admission itself: which operations are judged, and by
+// whom.
 package webhooks
 
 import (
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -18,7 +21,18 @@ type Options struct {
 	// SystemNamespace holds the buckets (and so the grants) of consumers
 	// that are neither a namespace nor inside one.
 	SystemNamespace string
+	// ConsumerLabelGroups may add, change or remove a namespace's consumer
+	// labels; default system:masters.
+	ConsumerLabelGroups []string
+	// ConsumerLabelKeys are namespace labels guarded besides the consumer
+	// labels of the registered consumer kinds.
+	ConsumerLabelKeys []string
 }
+
+// consumerLabelGuardPath is the path of the namespace webhook, as its
+// kubebuilder marker says (controller-runtime's own would be
+// /validate--v1-namespace).
+const consumerLabelGuardPath = "/validate-v1-namespace-consumer-labels"
 
 // Setup registers the webhooks on mgr's webhook server. Paths match the
 // kubebuilder markers, from which config/webhook is generated.
@@ -26,7 +40,15 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.SystemNamespace == "" {
 		opts.SystemNamespace = quotav1alpha1.DefaultSystemNamespace
 	}
+	if opts.ConsumerLabelGroups == nil {
+		opts.ConsumerLabelGroups = []string{"system:masters"}
+	}
 	reader := mgr.GetClient()
+	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Namespace{}).
+		WithValidator(&ConsumerLabelGuard{Reader: reader, Groups: opts.ConsumerLabelGroups, ExtraKeys: opts.ConsumerLabelKeys}).
+		WithValidatorCustomPath(consumerLabelGuardPath).Complete(); err != nil {
+		return fmt.Errorf("namespace consumer label webhook: %w", err)
+	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ResourceRegistration{}).
 		WithValidator(RegistrationValidator{Reader: reader}).Complete(); err != nil {
 		return fmt.Errorf("registration webhook: %w", err)

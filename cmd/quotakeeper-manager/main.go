@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +67,8 @@ type flags struct {
 	leaderElectionID        string
 	leaderElectionNamespace string
 	systemNamespace         string
+	consumerLabelGroups     string
+	consumerLabelKeys       string
 	reservationTTL          time.Duration
 	webhookPort             int
 	certDir                 string
@@ -89,6 +92,8 @@ func parseFlags() flags {
 	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader, so only one replica runs the controllers (webhooks are served by every replica).")
 	flag.StringVar(&f.leaderElectionID, "leader-election-id", "quotakeeper-manager.quota.miloapis.com", "Name of the leader-election lease.")
 	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election lease; default the manager's own namespace (in-cluster).")
+	flag.StringVar(&f.consumerLabelGroups, "consumer-label-groups", "system:masters", "Comma-separated groups whose members may add, change or remove a namespace's consumer labels (the labels that say which consumer pays for it); nobody else may.")
+	flag.StringVar(&f.consumerLabelKeys, "consumer-label-keys", "", "Comma-separated namespace labels guarded like consumer labels besides those of the registered consumer kinds (for constraints with a labelKey of their own).")
 	flag.StringVar(&f.systemNamespace, "system-namespace", quotav1alpha1.DefaultSystemNamespace, "Namespace of the buckets and grants of consumers that are neither a namespace nor inside one.")
 	flag.DurationVar(&f.reservationTTL, "reservation-ttl", ledger.DefaultReservationTTL, "Lifetime of the reservations the claim controller makes for the Allocation claims it grants. Reservations made at admission carry their own expiry.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
@@ -190,7 +195,11 @@ func run(f flags) error {
 		case <-ctx.Done():
 			return
 		}
-		if err := webhooks.Setup(mgr, webhooks.Options{SystemNamespace: f.systemNamespace}); err != nil {
+		if err := webhooks.Setup(mgr, webhooks.Options{
+			SystemNamespace:     f.systemNamespace,
+			ConsumerLabelGroups: splitList(f.consumerLabelGroups),
+			ConsumerLabelKeys:   splitList(f.consumerLabelKeys),
+		}); err != nil {
 			ctrl.Log.Error(err, "webhooks")
 			os.Exit(1)
 		}
@@ -231,4 +240,16 @@ func addObserver(mgr ctrl.Manager, f flags) error {
 		return err
 	}
 	return mgr.Add(o)
+}
+
+// splitList splits a comma-separated flag value, dropping empty items; an
+// empty value is an empty (not nil) list.
+func splitList(s string) []string {
+	out := []string{}
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

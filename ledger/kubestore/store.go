@@ -18,6 +18,7 @@ package kubestore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,10 +134,24 @@ func (s *Store) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*le
 		go s.drain(context.WithoutCancel(ctx), key, q)
 	}
 	s.mu.Unlock()
-	// Waiting ignores ctx on purpose: once queued, the mutation may be
-	// written, and a caller that gave up could not tell whether it was.
-	<-o.done
-	return o.bucket, o.err
+	select {
+	case <-o.done:
+		return o.bucket, o.err
+	case <-ctx.Done():
+	}
+	// The caller's deadline passed (its admission request is over). A
+	// mutation still queued is withdrawn and never written; one in the
+	// batch being written may still land, so the caller hears that the
+	// outcome is unknown and undoes it (ledger.ErrOutcomeUnknown).
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range q.pending {
+		if p == o {
+			q.pending = append(q.pending[:i:i], q.pending[i+1:]...)
+			return ledger.Bucket{}, fmt.Errorf("bucket %s not written: %w", key.Name(), context.Cause(ctx))
+		}
+	}
+	return ledger.Bucket{}, fmt.Errorf("bucket %s: %w: %w", key.Name(), ledger.ErrOutcomeUnknown, context.Cause(ctx))
 }
 
 // drain commits q's pending mutations, a batch at a time, until none is

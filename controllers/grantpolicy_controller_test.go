@@ -320,16 +320,7 @@ func TestDeletingOrDisablingAGrantPolicyStopsItsWatchAndKeepsItsGrants(t *testin
 	newRegistration(t, "t45-projects", rt, organizationType)
 	watchers := func(want int) {
 		t.Helper()
-		testenv.Eventually(t, settle, "watches of organizations", func() error {
-			n, err := testenv.Watchers(ctx, env.Config, orgGVK.Group, "organizations")
-			if err != nil {
-				return err
-			}
-			if n != want {
-				return fmt.Errorf("%d watches of organizations, want %d", n, want)
-			}
-			return nil
-		})
+		testenv.WaitWatchers(ctx, t, settle, env.Config, orgGVK.Group, "organizations", want)
 	}
 	watchers(0) // no other test's policy is left watching
 

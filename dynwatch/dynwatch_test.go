@@ -65,16 +65,7 @@ func TestLastUserStopsTheInformer(t *testing.T) {
 
 	watchers := func(want int) {
 		t.Helper()
-		testenv.Eventually(t, 30*time.Second, "organization watches", func() error {
-			n, err := testenv.Watchers(ctx, env.Config, orgGVK.Group, "organizations")
-			if err != nil {
-				return err
-			}
-			if n != want {
-				return fmt.Errorf("%d watches of organizations, want %d", n, want)
-			}
-			return nil
-		})
+		testenv.WaitWatchers(ctx, t, 30*time.Second, env.Config, orgGVK.Group, "organizations", want)
 	}
 	watchers(0)
 	newOrg(t, env.Client, "before")

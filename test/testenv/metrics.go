@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -45,6 +47,22 @@ func Watchers(ctx context.Context, cfg *rest.Config, group, resource string) (in
 		n += int(v)
 	}
 	return n, sc.Err()
+}
+
+// WaitWatchers waits, up to timeout, until the kube-apiserver serves
+// exactly want watches of the resource (see Watchers).
+func WaitWatchers(ctx context.Context, t testing.TB, timeout time.Duration, cfg *rest.Config, group, resource string, want int) {
+	t.Helper()
+	Eventually(t, timeout, "watches of "+resource, func() error {
+		n, err := Watchers(ctx, cfg, group, resource)
+		if err != nil {
+			return err
+		}
+		if n != want {
+			return fmt.Errorf("%d watches of %s, want %d", n, resource, want)
+		}
+		return nil
+	})
 }
 
 func containsAll(s string, parts []string) bool {

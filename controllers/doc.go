@@ -21,6 +21,10 @@
 //     once it counts the Granted claim) and releases them through the
 //     finalizer; claim_status.go renders decisions, claim_id.go converts a
 //     claim for the ledger.
+//   - grantcreation (grantpolicy_controller.go): watches each Ready
+//     GrantCreationPolicy's trigger and parent kinds (package dynwatch) and
+//     keeps exactly the grant it renders for each trigger
+//     (grantpolicy_grants.go).
 //   - effective (effectiveresourcegrant_controller.go): the
 //     EffectiveResourceGrant a tenant reads in each of the consumer's
 //     namespaces.

@@ -26,7 +26,16 @@ const (
 	// indexPolicyResourceType: creation policies by each resource type
 	// their template names literally.
 	indexPolicyResourceType = "quota.miloapis.com/policy-resource-type"
+	// indexGrantPolicy: grants by the GrantCreationPolicy that made them.
+	indexGrantPolicy = "quota.miloapis.com/grant-policy"
+	// indexGrantPolicyTrigger: grants by the policy that made them and
+	// the uid of their trigger (policyTriggerKey).
+	indexGrantPolicyTrigger = "quota.miloapis.com/grant-policy-trigger"
 )
+
+// policyTriggerKey names a policy and a trigger uid in index values; "|"
+// is in neither.
+func policyTriggerKey(policy, uid string) string { return policy + "|" + uid }
 
 // pairKey names a consumer and resource type in index values. Fields are
 // joined with "|", which none of them can contain (kinds, groups and names
@@ -51,6 +60,19 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 				out = append(out, a.ResourceType)
 			}
 			return out
+		}},
+		{&quotav1alpha1.ResourceGrant{}, indexGrantPolicy, func(o client.Object) []string {
+			if p := o.GetLabels()[quotav1alpha1.LabelPolicy]; p != "" {
+				return []string{p}
+			}
+			return nil
+		}},
+		{&quotav1alpha1.ResourceGrant{}, indexGrantPolicyTrigger, func(o client.Object) []string {
+			p, uid := o.GetLabels()[quotav1alpha1.LabelPolicy], o.GetLabels()[quotav1alpha1.LabelTriggerUID]
+			if p == "" || uid == "" {
+				return nil
+			}
+			return []string{policyTriggerKey(p, uid)}
 		}},
 		{&quotav1alpha1.EffectiveResourceGrant{}, indexEffectivePair, func(o client.Object) []string {
 			e := o.(*quotav1alpha1.EffectiveResourceGrant)

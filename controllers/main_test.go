@@ -69,7 +69,7 @@ func runSuite(m *testing.M) int {
 	}
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
 	var err error
-	if env, err = testenv.Start(); err != nil {
+	if env, err = testenv.Start(testenv.TestCRDs()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

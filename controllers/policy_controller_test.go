@@ -1,7 +1,9 @@
 package controllers_test
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,9 +58,23 @@ func TestPolicyNamingAnUnregisteredResourceTypeTurnsReadyWithItsRegistration(t *
 	wantReady(t, c, metav1.ConditionFalse, quotav1alpha1.ReasonValidationFailed,
 		`spec.target.resourceClaimTemplate.spec.requests[0].resourceType: Invalid value: "t32.example.com/widgets": no ResourceRegistration declares this resource type`)
 
+	// Not Ready, the grant policy acts on nothing.
+	newNamespace(t, "t32-tenant", map[string]string{"tenant": "t32"})
+	consistently(t, 2*time.Second, "a policy that is not Ready makes no grant", func() error {
+		if got := policyGrants(t, "t32-grant"); len(got) != 0 {
+			return fmt.Errorf("grants %v", got)
+		}
+		return nil
+	})
+
 	newRegistration(t, "t32-widgets", rt, quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"})
 	wantReady(t, g, metav1.ConditionTrue, quotav1alpha1.ReasonPolicyReady, readyMessage)
 	wantReady(t, c, metav1.ConditionTrue, quotav1alpha1.ReasonPolicyReady, readyMessage)
+	// Ready, it grants the labelled namespace its quota.
+	gr := waitGrant(t, "t32-tenant", "t32-grant-t32-tenant-grant")
+	if got := gr.Spec.Allowances[0].Buckets[0].Amount; got != 10 || gr.Spec.Allowances[0].ResourceType != rt {
+		t.Errorf("t32-grant's grant allowances %+v", gr.Spec.Allowances)
+	}
 
 	// The registration going away takes the policies' readiness with it.
 	deleteAndWait(t, &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "t32-widgets"}})
@@ -86,10 +102,10 @@ func TestPolicyValidationFailedSaysWhatIsWrong(t *testing.T) {
 		}(), `spec.trigger.resource: Invalid value: "/v2, Kind=ConfigMap": the API server does not serve this kind`},
 		{"parent kind not served", func() client.Object {
 			p := grantPolicyObject("t33-parent", rtConfigMaps)
-			p.Spec.Target.ParentContext = &quotav1alpha1.ParentContext{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization",
-				NameExpression: `trigger.metadata.labels["organization"]`}
+			p.Spec.Target.ParentContext = &quotav1alpha1.ParentContext{APIGroup: "example.com", Kind: "Tenant",
+				NameExpression: `trigger.metadata.labels["tenant"]`}
 			return p
-		}(), `spec.target.parentContext: Invalid value: "Organization.resourcemanager.miloapis.com": the API server does not serve this kind`},
+		}(), `spec.target.parentContext: Invalid value: "Tenant.example.com": the API server does not serve this kind`},
 		{"namespaced parent kind", func() client.Object {
 			p := grantPolicyObject("t33-namespaced-parent", rtConfigMaps)
 			p.Spec.Target.ParentContext = &quotav1alpha1.ParentContext{Kind: "ConfigMap", NameExpression: `"settings"`}

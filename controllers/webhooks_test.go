@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
@@ -281,6 +282,17 @@ func TestWebhooksRejectPoliciesThatDoNotCompile(t *testing.T) {
 	p.Spec.Trigger.Conditions[0].Expression = "size(trigger.metadata.name)"
 	requireInvalid(t, k8s.Patch(ctx, p, patch), "spec.trigger.conditions[0].expression",
 		`Invalid value: "size(trigger.metadata.name)": must evaluate to bool but got int`)
+}
+
+// A GrantCreationPolicy's name labels every grant it creates, so it must
+// be a label value: a longer name is refused at create rather than failing
+// every grant.
+func TestWebhookRejectsAGrantPolicyNameTooLongForItsLabel(t *testing.T) {
+	needEnv(t)
+	name := "t30-" + strings.Repeat("n", 60)
+	p := grantPolicyObject(name, rtConfigMaps)
+	requireInvalid(t, k8s.Create(ctx, p), "metadata.name",
+		fmt.Sprintf(`Invalid value: %q: must be no more than 63 bytes (the name is the quota.miloapis.com/policy label of the policy's grants)`, name))
 }
 
 // A view (a claim the observer writes to show what an object counts) holds

@@ -5,6 +5,7 @@ import (
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -30,8 +31,15 @@ type GrantPolicyValidator struct{}
 var _ admission.Validator[*quotav1alpha1.GrantCreationPolicy] = GrantPolicyValidator{}
 
 func (GrantPolicyValidator) ValidateCreate(_ context.Context, p *quotav1alpha1.GrantCreationPolicy) (admission.Warnings, error) {
-	_, errs := celpolicy.CompileGrantPolicy(p)
-	return nil, invalidPolicy("GrantCreationPolicy", p.Name, errs)
+	var errs field.ErrorList
+	// The grants the policy creates carry its name as a label value; a
+	// name that cannot be one would make every grant fail.
+	for _, msg := range validation.IsValidLabelValue(p.Name) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), p.Name,
+			msg+" (the name is the "+quotav1alpha1.LabelPolicy+" label of the policy's grants)"))
+	}
+	_, compileErrs := celpolicy.CompileGrantPolicy(p)
+	return nil, invalidPolicy("GrantCreationPolicy", p.Name, append(errs, compileErrs...))
 }
 
 func (v GrantPolicyValidator) ValidateUpdate(ctx context.Context, old, p *quotav1alpha1.GrantCreationPolicy) (admission.Warnings, error) {

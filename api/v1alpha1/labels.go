@@ -52,3 +52,16 @@ func BucketLabels(c ConsumerRef) map[string]string {
 	}
 	return out
 }
+
+// What a ResourceGrant created by a GrantCreationPolicy carries, so the
+// policy's controller finds its grants again, and a reader sees where a grant
+// came from.
+const (
+	// LabelPolicy names the GrantCreationPolicy (Milo's label).
+	LabelPolicy = LabelPrefix + "/policy"
+	// LabelTriggerUID is the uid of the object the grant was made for.
+	LabelTriggerUID = LabelPrefix + "/trigger-uid"
+	// AnnotationTrigger is that object's namespace/name, or its name when it
+	// is cluster-scoped; its kind is the policy's trigger kind.
+	AnnotationTrigger = LabelPrefix + "/trigger"
+)

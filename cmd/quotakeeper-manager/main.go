@@ -37,7 +37,8 @@ import (
 
 // The manager's own permissions, beyond what the controllers declare:
 // its leader-election lease and the event leader election records when it
-// takes the lease (the only event recorder), and the certificate rotator's
+// takes the lease (the GrantCreationPolicy controller declares its own
+// events), and the certificate rotator's
 // secret and webhook configurations (it writes the CA bundle into them).
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=quotakeeper-system

@@ -40,8 +40,10 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Start brings up etcd and kube-apiserver and installs the CRDs from config/crd.
-func Start() (*Env, error) {
+// Start brings up etcd and kube-apiserver and installs the CRDs from
+// config/crd, and those in crdDirs (TestCRDs holds stand-ins for kinds of
+// other projects).
+func Start(crdDirs ...string) (*Env, error) {
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -51,7 +53,7 @@ func Start() (*Env, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd")},
+		CRDDirectoryPaths:     append([]string{filepath.Join(RepoRoot(), "config", "crd")}, crdDirs...),
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme.Scheme,
 	}
@@ -72,6 +74,11 @@ func Start() (*Env, error) {
 
 // Stop shuts the control plane down.
 func (e *Env) Stop() error { return e.env.Stop() }
+
+// TestCRDs is the directory of the CRDs tests install beside quotakeeper's:
+// Organization (cluster-scoped) and Project (namespaced) in
+// resourcemanager.miloapis.com, stand-ins for Milo's kinds.
+func TestCRDs() string { return filepath.Join(RepoRoot(), "test", "crds") }
 
 // GVK returns the GroupVersionKind of a quotakeeper kind.
 func GVK(kind string) schema.GroupVersionKind { return quotav1alpha1.GroupVersion.WithKind(kind) }

@@ -321,7 +321,7 @@ func TestEveryCallHaltsWithoutALedger(t *testing.T) {
 	} {
 		_, err := eval(t, call, input)
 		name := call[:len(call)-len("(input)")]
-		want := name + ": no ledger configured: the hosting process must call builtins.Use"
+		want := name + ": quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md)"
 		if got := haltMessage(t, err); got != want {
 			t.Errorf("%s: message %q, want %q", call, got, want)
 		}

@@ -105,7 +105,7 @@ var current atomic.Pointer[ledger.Ledger]
 // with.
 func Use(l *ledger.Ledger) { current.Store(l) }
 
-var errNoLedger = errors.New("no ledger configured: the hosting process must call builtins.Use")
+var errNoLedger = errors.New("quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md)")
 
 func currentLedger() (*ledger.Ledger, error) {
 	l := current.Load()

@@ -351,7 +351,7 @@ func TestFailsClosed(t *testing.T) {
 			name: "no ledger", template: "quotaentity", params: perNamespace,
 			ledger: func(*harness) *ledger.Ledger { return nil },
 			req:    request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")},
-			want:   "eval_builtin_error: quota.reserve: no ledger configured: the hosting process must call builtins.Use",
+			want:   "eval_builtin_error: quota.reserve: quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md)",
 		},
 		{
 			name: "store down at admission", template: "quotaentity", params: perNamespace,

@@ -34,7 +34,9 @@ asked(req) := {"error": sprintf("%s@%d %s %s %s %v", [
 echo(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [object.union(r, {
 	"bucket": "b", "reason": "QuotaExceeded", "limit": 0, "allocated": 0, "reserved": 0, "available": 0,
 	"message": sprintf("reserve %s %d as %v", [claim.id, r.amount, claim.metadata]),
-}) | some r in claim.requests]}
+}) |
+	some r in claim.requests
+]}
 
 test_create_asks_the_policy_with_the_object_and_the_request if {
 	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": review("CREATE"), "parameters": params}

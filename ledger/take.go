@@ -165,6 +165,11 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 		out.added = true
 		return nil
 	})
+	if err != nil && ctx.Err() != nil {
+		// Apply stopped waiting: mutate may still run on the store's
+		// goroutine, so out is not this call's to read.
+		return takeOutcome{}, err
+	}
 	if errors.Is(err, errUnchanged) {
 		err = nil
 	}

@@ -22,6 +22,8 @@ GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 # hack/tools/promtool, keyed by the Prometheus module version.
 PROMTOOL_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/prometheus/prometheus") print $$(i+1)}' hack/tools/promtool/go.mod)
 PROMTOOL := $(BIN)/promtool-$(PROMTOOL_VERSION)
+CRD_REF_DOCS_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/elastic/crd-ref-docs") print $$(i+1)}' hack/tools/crd-ref-docs/go.mod)
+CRD_REF_DOCS := $(BIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
@@ -49,21 +51,23 @@ build: ## Compile every package.
 
 QUOTACTL := go run ./cmd/quotactl
 
-generate: ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates and the Rego capabilities file.
+generate: $(CRD_REF_DOCS) ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates, the Rego capabilities file and the API reference.
 	go tool controller-gen object paths=./api/...
 	go tool controller-gen crd paths=./api/... output:crd:dir=config/crd
 	go tool controller-gen rbac:roleName=quotakeeper-manager webhook paths=./controllers/... paths=./webhooks/... paths=./cmd/quotakeeper-manager/... output:rbac:dir=config/rbac output:webhook:dir=config/webhook
 	$(QUOTACTL) generate
 	$(QUOTACTL) capabilities > rego/capabilities.json
 	hack/prometheus/prometheusrule.sh config/prometheus/rules.yaml > config/prometheus/prometheusrule.yaml
+	$(CRD_REF_DOCS) --log-level=error --source-path=api/v1alpha1 --config=hack/crd-ref-docs.yaml --renderer=markdown --output-path=docs/reference/api.md
 
 verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are stale, code is unformatted, or vet or golangci-lint complains.
-	@changed=$$(git status --porcelain -- api config rego templates); \
+	@changed=$$(git status --porcelain -- api config rego templates docs/reference); \
 	if [ -n "$$changed" ]; then echo "generated files are stale; run 'make generate' and commit:"; echo "$$changed"; git diff --stat -- api config; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go mod tidy -diff
 	cd hack/tools/golangci-lint && go mod tidy -diff
+	cd hack/tools/crd-ref-docs && go mod tidy -diff
 	@# -e: the module proxy does not serve github.com/hashicorp/nomad/api, which
 	@# only Prometheus's Nomad service discovery imports; promtool is built
 	@# without service discovery (remove_all_sd), so nothing needs it.
@@ -82,6 +86,11 @@ $(GOLANGCI_LINT):
 	@mkdir -p $(BIN)
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) from module sources (a few minutes cold)"
 	cd hack/tools/golangci-lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+$(CRD_REF_DOCS):
+	@mkdir -p $(BIN)
+	@echo "building crd-ref-docs $(CRD_REF_DOCS_VERSION) from module sources (about a minute cold)"
+	cd hack/tools/crd-ref-docs && go build -o $@ github.com/elastic/crd-ref-docs
 
 $(PROMTOOL):
 	@mkdir -p $(BIN)

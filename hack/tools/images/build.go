@@ -58,13 +58,9 @@ func build(o buildOptions) error {
 	if err != nil {
 		return fmt.Errorf("image reference %s:%s: %w", o.name, o.version, err)
 	}
-	bin, err := os.ReadFile(o.binary)
+	bin, arch, err := readStatic(o.binary)
 	if err != nil {
 		return err
-	}
-	arch, err := checkStatic(bin)
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.binary, err)
 	}
 	base, err := o.baseImage(arch)
 	if err != nil {
@@ -126,7 +122,7 @@ func build(o buildOptions) error {
 	}
 	// The tarball is written from the layout's copy, whose layers are already
 	// compressed: the binary is compressed once.
-	written, err := layoutImage(dir)
+	written, _, err := layoutImage(dir)
 	if err != nil {
 		return err
 	}
@@ -205,20 +201,22 @@ func findImage(idx v1.ImageIndex, arch string) (v1.Image, error) {
 	return nil, fmt.Errorf("no linux/%s image", arch)
 }
 
-// layoutImage reads back the one image of an OCI layout build wrote.
-func layoutImage(dir string) (v1.Image, error) {
+// layoutImage reads back the one image of an OCI layout build wrote, with
+// its descriptor in index.json (whose annotations hold the tag).
+func layoutImage(dir string) (v1.Image, v1.Descriptor, error) {
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
-		return nil, err
+		return nil, v1.Descriptor{}, err
 	}
 	m, err := idx.IndexManifest()
 	if err != nil {
-		return nil, err
+		return nil, v1.Descriptor{}, err
 	}
 	if len(m.Manifests) != 1 || !m.Manifests[0].MediaType.IsImage() {
-		return nil, fmt.Errorf("%s: want one image in index.json, found %d manifests", dir, len(m.Manifests))
+		return nil, v1.Descriptor{}, fmt.Errorf("%s: want one image in index.json, found %d manifests", dir, len(m.Manifests))
 	}
-	return idx.Image(m.Manifests[0].Digest)
+	img, err := idx.Image(m.Manifests[0].Digest)
+	return img, m.Manifests[0], err
 }
 
 // layerMediaType matches the binary's layer to the base image's manifest

@@ -2,6 +2,7 @@ package main
 
 import (
 	"debug/elf"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,19 +56,27 @@ func verifyOf(o buildOptions) verifyOptions {
 	return verifyOptions{name: o.name, dir: o.out, binary: o.binary, version: o.version}
 }
 
-func TestBuildWritesWhatTheChartsRun(t *testing.T) {
-	dir := t.TempDir()
-	o := options(filepath.Join(dir, "out"), staticBinary(t, dir, "one"))
+// buildAndVerify builds the image, requires verify to pass and returns the
+// image read back from its layout.
+func buildAndVerify(t *testing.T, o buildOptions) v1.Image {
+	t.Helper()
 	if err := build(o); err != nil {
 		t.Fatal(err)
 	}
 	if err := verify(verifyOf(o)); err != nil {
 		t.Fatal(err)
 	}
-	img, err := layoutImage(filepath.Join(o.out, o.name))
+	img, _, err := layoutImage(filepath.Join(o.out, o.name))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return img
+}
+
+func TestBuildWritesWhatTheChartsRun(t *testing.T) {
+	dir := t.TempDir()
+	o := options(filepath.Join(dir, "out"), staticBinary(t, dir, "one"))
+	img := buildAndVerify(t, o)
 	cf, err := img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +87,7 @@ func TestBuildWritesWhatTheChartsRun(t *testing.T) {
 		"org.opencontainers.image.licenses": "Apache-2.0",
 		"org.opencontainers.image.title":    "server",
 	}
-	if !mapsEqual(cf.Config.Labels, wantLabels) {
+	if !maps.Equal(cf.Config.Labels, wantLabels) {
 		t.Errorf("labels %v, want %v", cf.Config.Labels, wantLabels)
 	}
 	files, err := readFiles(img, "etc/group", caBundlePath, "home/nonroot")
@@ -103,7 +112,7 @@ func TestBuildWritesWhatTheChartsRun(t *testing.T) {
 	if err := build(o); err != nil {
 		t.Fatal(err)
 	}
-	again, err := layoutImage(filepath.Join(o.out, o.name))
+	again, _, err := layoutImage(filepath.Join(o.out, o.name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +140,7 @@ func TestVerifyReportsEveryDeparture(t *testing.T) {
 	// rewritten with another entrypoint, a command, root, another directory
 	// and another version; the tarball keeps the built image.
 	layoutDir := filepath.Join(o.out, o.name)
-	img, err := layoutImage(layoutDir)
+	img, _, err := layoutImage(layoutDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,16 +260,7 @@ func TestBuildOnABaseLayout(t *testing.T) {
 
 	o.out = filepath.Join(dir, "out")
 	o.base = baseDir
-	if err := build(o); err != nil {
-		t.Fatal(err)
-	}
-	if err := verify(verifyOf(o)); err != nil {
-		t.Fatal(err)
-	}
-	img, err := layoutImage(filepath.Join(o.out, o.name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	img := buildAndVerify(t, o)
 	layers, err := img.Layers()
 	if err != nil {
 		t.Fatal(err)
@@ -279,16 +279,4 @@ func TestBuildOnABaseLayout(t *testing.T) {
 	if !slices.Equal(got.Config.Env, cf.Config.Env) {
 		t.Errorf("env %q, want the base's %q", got.Config.Env, cf.Config.Env)
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

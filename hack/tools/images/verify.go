@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -50,6 +49,20 @@ func checkStatic(bin []byte) (string, error) {
 	return "", fmt.Errorf("built for machine %v, not amd64 or arm64", f.Machine)
 }
 
+// readStatic reads a binary that must be static (see checkStatic) and
+// returns it with its GOARCH.
+func readStatic(path string) ([]byte, string, error) {
+	bin, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	arch, err := checkStatic(bin)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	return bin, arch, nil
+}
+
 type verifyOptions struct {
 	name    string // the image under dir: <dir>/<name>/ and <dir>/<name>.tar
 	dir     string
@@ -66,25 +79,17 @@ func verify(o verifyOptions) error {
 	var problems []string
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
-	want, err := os.ReadFile(o.binary)
+	want, wantArch, err := readStatic(o.binary)
 	if err != nil {
 		return err
-	}
-	wantArch, err := checkStatic(want)
-	if err != nil {
-		return fmt.Errorf("%s: %w", o.binary, err)
 	}
 	layoutDir := filepath.Join(o.dir, o.name)
-	img, err := layoutImage(layoutDir)
+	img, desc, err := layoutImage(layoutDir)
 	if err != nil {
 		return err
 	}
-	idx, err := readIndexAnnotations(layoutDir)
-	if err != nil {
-		return err
-	}
-	if idx[refNameAnnotation] != o.version {
-		fail("index.json: %s is %q, want %q", refNameAnnotation, idx[refNameAnnotation], o.version)
+	if tag := desc.Annotations[refNameAnnotation]; tag != o.version {
+		fail("index.json: %s is %q, want %q", refNameAnnotation, tag, o.version)
 	}
 
 	cf, err := img.ConfigFile()
@@ -176,23 +181,6 @@ func sameInTarball(o verifyOptions, configName func() (v1.Hash, error)) error {
 		return fmt.Errorf("%s: config %s, want the layout's %s", path, got, want)
 	}
 	return nil
-}
-
-// readIndexAnnotations returns the annotations index.json gives the layout's
-// one image (its tag is org.opencontainers.image.ref.name).
-func readIndexAnnotations(dir string) (map[string]string, error) {
-	idx, err := layout.ImageIndexFromPath(dir)
-	if err != nil {
-		return nil, err
-	}
-	m, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	if len(m.Manifests) != 1 {
-		return nil, fmt.Errorf("%s: want one image in index.json, found %d manifests", dir, len(m.Manifests))
-	}
-	return m.Manifests[0].Annotations, nil
 }
 
 type file struct {

@@ -24,6 +24,11 @@ PROMTOOL_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.co
 PROMTOOL := $(BIN)/promtool-$(PROMTOOL_VERSION)
 CRD_REF_DOCS_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/elastic/crd-ref-docs") print $$(i+1)}' hack/tools/crd-ref-docs/go.mod)
 CRD_REF_DOCS := $(BIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
+# The image tool (hack/tools/images, our code on go-containerregistry) is built
+# from its own module too, keyed by the go-containerregistry version and rebuilt
+# when its sources change.
+GGCR_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/google/go-containerregistry") print $$(i+1)}' hack/tools/images/go.mod)
+IMAGES_TOOL := $(BIN)/images-ggcr-$(GGCR_VERSION)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
@@ -39,7 +44,7 @@ GO_BUILD_FLAGS := -ldflags '$(LDFLAGS)'
 # `go test -race` needs cgo. test/binaries checks the outputs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build generate verify lint vet test unit fuzz bench testbin gatekeeper manager quotactl e2e run load clean help
+.PHONY: all build generate verify lint vet test unit fuzz bench testbin gatekeeper manager quotactl images e2e run load clean help
 
 all: build
 
@@ -72,8 +77,11 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are s
 	@# only Prometheus's Nomad service discovery imports; promtool is built
 	@# without service discovery (remove_all_sd), so nothing needs it.
 	cd hack/tools/promtool && go mod tidy -e -diff
+	cd hack/tools/images && go mod tidy -diff
 	go vet ./...
+	cd hack/tools/images && go vet ./...
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
+	cd hack/tools/images && $(GOLANGCI_LINT) run --allow-serial-runners ./...
 	$(QUOTACTL) opa fmt --list --fail rego/
 	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/
 	$(PROMTOOL) check rules config/prometheus/rules.yaml
@@ -81,6 +89,7 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are s
 
 lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml's linters.
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
+	cd hack/tools/images && $(GOLANGCI_LINT) run --allow-serial-runners ./...
 
 $(GOLANGCI_LINT):
 	@mkdir -p $(BIN)
@@ -91,6 +100,10 @@ $(CRD_REF_DOCS):
 	@mkdir -p $(BIN)
 	@echo "building crd-ref-docs $(CRD_REF_DOCS_VERSION) from module sources (about a minute cold)"
 	cd hack/tools/crd-ref-docs && go build -o $@ github.com/elastic/crd-ref-docs
+
+$(IMAGES_TOOL): $(wildcard hack/tools/images/*.go) hack/tools/images/go.mod hack/tools/images/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/images && go build -o $@ .
 
 $(PROMTOOL):
 	@mkdir -p $(BIN)
@@ -146,9 +159,10 @@ $(GATEKEEPER): go.mod go.sum $(shell find plugin builtins claimpolicies celpolic
 unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
 
-test: verify testbin gatekeeper manager quotactl ## Everything CI runs: verify, Rego tests, template suites, then unit, envtest and end-to-end suites with the race detector.
+test: verify testbin gatekeeper manager quotactl images ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
 	$(QUOTACTL) verify templates/
+	cd hack/tools/images && go test -count=1 ./...
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) fuzz FUZZTIME=$(TEST_FUZZTIME)
 
@@ -182,6 +196,23 @@ bench: testbin ## Benchmarks and load figures (ratios against baselines measured
 	go test -run '^$$' -bench . -benchtime $(KUBE_BENCHTIME) ./ledger/kubestore/
 
 MANAGER := $(BIN)/quotakeeper-manager
+
+# The server images, built without a container runtime (docs/operations.md#images):
+# _output/images/<name>/ (an OCI image layout) and _output/images/<name>.tar
+# (docker load, crane push, skopeo copy docker-archive:), tagged <name>:$(VERSION).
+# IMAGE_BASE: a local OCI layout of gcr.io/distroless/static:nonroot to build
+# on; empty, the tool writes the few files a static binary needs of it.
+IMAGE_OUT    := $(CURDIR)/_output/images
+IMAGE_SOURCE ?= https://github.com/quotakeeper/quotakeeper
+IMAGE_BASE   ?=
+IMAGE_BUILD  := $(IMAGES_TOOL) build --version $(VERSION) --source $(IMAGE_SOURCE) --out $(IMAGE_OUT) $(if $(IMAGE_BASE),--base $(IMAGE_BASE))
+IMAGE_VERIFY := $(IMAGES_TOOL) verify --version $(VERSION) --dir $(IMAGE_OUT)
+
+images: gatekeeper manager $(IMAGES_TOOL) ## The server images gatekeeper-quotakeeper and quotakeeper-manager in _output/images/, built and checked.
+	$(IMAGE_BUILD) --name gatekeeper-quotakeeper --binary $(GATEKEEPER)
+	$(IMAGE_BUILD) --name quotakeeper-manager --binary $(MANAGER)
+	$(IMAGE_VERIFY) --name gatekeeper-quotakeeper --binary $(GATEKEEPER)
+	$(IMAGE_VERIFY) --name quotakeeper-manager --binary $(MANAGER)
 
 manager: ## The quotakeeper manager (controllers and webhooks) as bin/quotakeeper-manager.
 	$(STATIC) go build $(GO_BUILD_FLAGS) -o $(MANAGER) ./cmd/quotakeeper-manager

@@ -265,7 +265,8 @@ func bucketName(v quotav1alpha1.ResourceClaim, c quotav1alpha1.ConsumerRef, req 
 
 // bucketFigures returns a lookup of a bucket's figures: the bucket itself
 // when the caller may read it, else the copy in an EffectiveResourceGrant of
-// the object's namespace (which a tenant may read), else nil.
+// the object's namespace (which a tenant may read), else nil. The rows
+// `usage` shows for that namespace already hold both, read once.
 func (o *options) bucketFigures(ctx context.Context, c client.Client, obj *metav1.PartialObjectMetadata) (func(context.Context, bucketRef) (*usageRow, error), error) {
 	copies := map[bucketRef]usageRow{}
 	if ns := o.defaultViewNamespace(obj); ns != "" {
@@ -279,18 +280,15 @@ func (o *options) bucketFigures(ctx context.Context, c client.Client, obj *metav
 	}
 	buckets := bucketReader{c: c}
 	return func(ctx context.Context, ref bucketRef) (*usageRow, error) {
-		b, err := buckets.get(ctx, ref.Namespace, ref.Name)
-		if err != nil {
-			return nil, err
-		}
-		if b != nil {
-			r := rowOfBucket(b)
-			return &r, nil
-		}
 		if r, ok := copies[ref]; ok {
 			return &r, nil
 		}
-		return nil, nil
+		b, err := buckets.get(ctx, ref.Namespace, ref.Name)
+		if b == nil || err != nil {
+			return nil, err
+		}
+		r := rowOfBucket(b)
+		return &r, nil
 	}, nil
 }
 

@@ -44,7 +44,7 @@ GO_BUILD_FLAGS := -ldflags '$(LDFLAGS)'
 # `go test -race` needs cgo. test/binaries checks the outputs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build generate verify lint vet test unit fuzz bench testbin gatekeeper manager quotactl images e2e run load clean help
+.PHONY: all build generate verify lint vet test unit fuzz bench testbin gatekeeper manager quotactl kubectl-quota images e2e run load clean help
 
 all: build
 
@@ -159,7 +159,7 @@ $(GATEKEEPER): go.mod go.sum $(shell find plugin builtins claimpolicies celpolic
 unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
 
-test: verify testbin gatekeeper manager quotactl images ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector.
+test: verify testbin gatekeeper manager quotactl kubectl-quota images ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
 	$(QUOTACTL) verify templates/
 	cd hack/tools/images && go test -count=1 ./...
@@ -219,6 +219,9 @@ manager: ## The quotakeeper manager (controllers and webhooks) as bin/quotakeepe
 
 quotactl: ## The policy authors' offline tool as bin/quotactl.
 	$(STATIC) go build $(GO_BUILD_FLAGS) -o $(BIN)/quotactl ./cmd/quotactl
+
+kubectl-quota: ## The kubectl plugin (`kubectl quota usage`, `kubectl quota explain`) as bin/kubectl-quota: put it on PATH.
+	$(STATIC) go build $(GO_BUILD_FLAGS) -o $(BIN)/kubectl-quota ./cmd/kubectl-quota
 
 run: testbin gatekeeper manager ## The main job: a local control plane with Gatekeeper, the plugin and examples.
 	go run $(GO_BUILD_FLAGS) ./cmd/quotakeeper-local --gatekeeper $(GATEKEEPER) --manager $(MANAGER)

@@ -1,7 +1,7 @@
-// Package binaries checks what the Makefile ships: the manager, quotactl and
-// Gatekeeper with the plugin are linked statically (they run on a distroless
-// static base image, which has no libc or dynamic loader) and carry the
-// version the Makefile sets.
+// Package binaries checks what the Makefile ships: the manager, quotactl, the
+// kubectl plugin and Gatekeeper with the plugin are linked statically (they
+// run on a distroless static base image, which has no libc or dynamic loader)
+// and carry the version the Makefile sets.
 package binaries
 
 import (
@@ -31,12 +31,14 @@ type binary struct {
 var binaries = []binary{
 	{path: "bin/quotakeeper-manager", target: "manager", program: "quotakeeper-manager", version: []string{"--version"}},
 	{path: "bin/quotactl", target: "quotactl", program: "quotactl", version: []string{"version"}},
+	{path: "bin/kubectl-quota", target: "kubectl-quota", program: "kubectl-quota", version: []string{"--version"}},
 	{path: "bin/gatekeeper", target: "gatekeeper"},
 }
 
 // TestShippedBinariesAreStaticAndVersioned reuses bin/ outputs when present
-// (make test builds them first) and builds the manager and quotactl with
-// make when not, so it checks the Makefile's build, not one of its own.
+// (make test builds them first) and builds the manager, quotactl and the
+// kubectl plugin with make when not, so it checks the Makefile's build, not
+// one of its own.
 func TestShippedBinariesAreStaticAndVersioned(t *testing.T) {
 	if testing.Short() {
 		t.Skip("inspects (and may build) the shipped binaries")

@@ -8,7 +8,6 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
-	"gopkg.in/inf.v0"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/quotakeeper/quotakeeper/metrics"
@@ -78,36 +77,15 @@ func quantityArg(t *ast.Term) (resource.Quantity, error) {
 var errOverflow = errors.New("overflows int64")
 
 // ceilDiv returns ⌈value/unit⌉ exactly, through rationals: both quantities
-// are decimal or binary multiples that a float64 would round. A quantity's
-// exponent may be huge ("1e20000000" parses in microseconds), so nothing here
-// writes a quantity out in full: the ratio is decided from the orders of
-// magnitude when they are far apart, and otherwise computed from the
-// unscaled digits with a power of ten bounded by the input's length.
+// are decimal or binary multiples that a float64 would round. Writing them
+// out in decimal is cheap because quantities.Parse bounds their exponents.
 func ceilDiv(value, unit resource.Quantity) (int64, error) {
-	dv, du := value.AsDec(), unit.AsDec()
-	if du.Sign() <= 0 {
+	v, ok1 := new(big.Rat).SetString(value.AsDec().String())
+	u, ok2 := new(big.Rat).SetString(unit.AsDec().String())
+	if !ok1 || !ok2 || u.Sign() <= 0 {
 		return 0, fmt.Errorf("cannot divide %s by %s", value.String(), unit.String())
 	}
-	if dv.Sign() == 0 {
-		return 0, nil
-	}
-	// value lies in [10^(mv-1), 10^mv), unit in [10^(mu-1), 10^mu).
-	mv, mu := magnitude(dv), magnitude(du)
-	switch {
-	case mv-mu > 20: // value/unit > 10^(mv-mu-1) >= 10^20, past int64
-		return 0, errOverflow
-	case mu-mv >= 1: // 0 < value/unit < 10^(mv-mu+1) <= 1
-		return 1, nil
-	}
-	// value/unit = (a/b)·10^e for the unscaled digits a and b.
-	r := new(big.Rat).SetFrac(dv.UnscaledBig(), du.UnscaledBig())
-	e := int64(du.Scale()) - int64(dv.Scale())
-	pow := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(max(e, -e)), nil))
-	if e >= 0 {
-		r.Mul(r, pow)
-	} else {
-		r.Quo(r, pow)
-	}
+	r := new(big.Rat).Quo(v, u)
 	q, m := new(big.Int).DivMod(r.Num(), r.Denom(), new(big.Int))
 	if m.Sign() != 0 {
 		q.Add(q, big.NewInt(1))
@@ -116,10 +94,4 @@ func ceilDiv(value, unit resource.Quantity) (int64, error) {
 		return 0, errOverflow
 	}
 	return q.Int64(), nil
-}
-
-// magnitude is the number of digits of d's integer part: d lies in
-// [10^(m-1), 10^m) for positive d.
-func magnitude(d *inf.Dec) int64 {
-	return int64(len(d.UnscaledBig().Text(10))) - int64(d.Scale())
 }

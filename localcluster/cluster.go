@@ -223,21 +223,52 @@ func gatekeeperModuleDir() (string, error) {
 	return dir, nil
 }
 
+// chartValues is what quotakeeper reads of a Gatekeeper Helm values file:
+// the stock chart's, and config/gatekeeper/values.yaml.
+type chartValues struct {
+	Image struct {
+		CRDRepository string `json:"crdRepository"`
+		Release       string `json:"release"`
+	} `json:"image"`
+	PreInstall struct {
+		CRDRepository struct {
+			Image struct {
+				Repository string `json:"repository"`
+				Tag        string `json:"tag"`
+			} `json:"image"`
+		} `json:"crdRepository"`
+	} `json:"preInstall"`
+	SubResources          []string `json:"validatingWebhookSubResources"`
+	WebhookTimeoutSeconds int      `json:"validatingWebhookTimeoutSeconds"`
+	FailurePolicy         string   `json:"validatingWebhookFailurePolicy"`
+}
+
+func readChartValues(file string) (chartValues, error) {
+	var v chartValues
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return v, err
+	}
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return v, fmt.Errorf("%s: %w", file, err)
+	}
+	return v, nil
+}
+
+// stockChartValues is the values file of the chart in Gatekeeper's module.
+func stockChartValues(moduleDir string) string {
+	return filepath.Join(moduleDir, "charts", "gatekeeper", "values.yaml")
+}
+
 // gatekeeperSubResources is the chart's validatingWebhookSubResources: the
 // subresources its ValidatingWebhookConfiguration sends besides every
 // resource ("*" covers no subresource), among them deployments/scale and
 // the other scale subresources quota checks.
 func gatekeeperSubResources(moduleDir string) ([]string, error) {
-	file := filepath.Join(moduleDir, "charts", "gatekeeper", "values.yaml")
-	data, err := os.ReadFile(file)
+	file := stockChartValues(moduleDir)
+	values, err := readChartValues(file)
 	if err != nil {
 		return nil, err
-	}
-	var values struct {
-		SubResources []string `json:"validatingWebhookSubResources"`
-	}
-	if err := yaml.Unmarshal(data, &values); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	if len(values.SubResources) == 0 {
 		return nil, fmt.Errorf("%s: no validatingWebhookSubResources", file)

@@ -1,44 +1,19 @@
 package localcluster
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
-// chartValues is the part of Gatekeeper's chart values these checks read.
-type chartValues struct {
-	Image struct {
-		CRDRepository string `json:"crdRepository"`
-		Release       string `json:"release"`
-	} `json:"image"`
-	PreInstall struct {
-		CRDRepository struct {
-			Image struct {
-				Repository string `json:"repository"`
-				Tag        string `json:"tag"`
-			} `json:"image"`
-		} `json:"crdRepository"`
-	} `json:"preInstall"`
-	WebhookTimeoutSeconds int    `json:"validatingWebhookTimeoutSeconds"`
-	FailurePolicy         string `json:"validatingWebhookFailurePolicy"`
-}
-
 func readValues(t *testing.T, file string) chartValues {
 	t.Helper()
-	data, err := os.ReadFile(file)
+	v, err := readChartValues(file)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var v chartValues
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		t.Fatalf("%s: %v", file, err)
 	}
 	return v
 }
@@ -54,7 +29,7 @@ func TestGatekeeperValuesInstallWithTheStockChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chart := readValues(t, filepath.Join(dir, "charts", "gatekeeper", "values.yaml"))
+	chart := readValues(t, stockChartValues(dir))
 	ours := readValues(t, filepath.Join(testenv.RepoRoot(), "config", "gatekeeper", "values.yaml"))
 
 	crds := ours.PreInstall.CRDRepository.Image

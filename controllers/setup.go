@@ -41,6 +41,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		{"claim creation policy", (&policyReconciler{client: c, mapper: mgr.GetRESTMapper(), kind: claimPolicyKind}).setup},
 		{"claim creation policy constraint", (&claimPolicyReconciler{client: c, cache: mgr.GetCache()}).setup},
 		{"grant creation", (&grantPolicyReconciler{client: c, systemNamespace: opts.SystemNamespace}).setup},
+		{"quota bypass", (&bypassReconciler{client: c, now: opts.Now}).setup},
 	}
 	for _, s := range steps {
 		if err := s.setup(mgr); err != nil {

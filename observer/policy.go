@@ -27,6 +27,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/bypass"
 )
 
 // Gatekeeper's kinds the observer reads.
@@ -156,10 +157,16 @@ func (p *policy) templateOf(kind string) string {
 
 // denies reports whether a constraint denies at admission: only such
 // constraints count (warn and dryrun hold nothing once the object exists).
+// A constraint a QuotaBypass relaxed to warn counts as the action it had
+// before: a bypass admits objects over quota, it does not stop counting
+// them (the bucket shows used above its limit).
 func denies(u *unstructured.Unstructured) bool {
 	action, err := util.GetEnforcementAction(u.Object)
 	if err != nil {
 		return false
+	}
+	if original, ok := bypass.OriginalAction(u); ok {
+		action = util.EnforcementAction(original)
 	}
 	switch action {
 	case util.Deny:

@@ -9,6 +9,7 @@ package webhooks
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +28,12 @@ type Options struct {
 	// ConsumerLabelKeys are namespace labels guarded besides the consumer
 	// labels of the registered consumer kinds.
 	ConsumerLabelKeys []string
+	// BypassGroups may create, change and delete QuotaBypasses; default
+	// system:masters.
+	BypassGroups []string
+	// MaxBypassDuration is the longest spec.duration of a QuotaBypass;
+	// default DefaultMaxBypassDuration.
+	MaxBypassDuration time.Duration
 }
 
 // consumerLabelGuardPath is the path of the namespace webhook, as its
@@ -42,6 +49,12 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if opts.ConsumerLabelGroups == nil {
 		opts.ConsumerLabelGroups = []string{"system:masters"}
+	}
+	if opts.BypassGroups == nil {
+		opts.BypassGroups = []string{"system:masters"}
+	}
+	if opts.MaxBypassDuration <= 0 {
+		opts.MaxBypassDuration = DefaultMaxBypassDuration
 	}
 	reader := mgr.GetClient()
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Namespace{}).
@@ -69,6 +82,11 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ClaimCreationPolicy{}).
 		WithValidator(ClaimPolicyValidator{}).Complete(); err != nil {
 		return fmt.Errorf("claim creation policy webhook: %w", err)
+	}
+	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.QuotaBypass{}).
+		WithValidator(&BypassGuard{Groups: opts.BypassGroups, MaxDuration: opts.MaxBypassDuration,
+			Recorder: mgr.GetEventRecorder("quotakeeper-bypass-webhook")}).Complete(); err != nil {
+		return fmt.Errorf("quota bypass webhook: %w", err)
 	}
 	return nil
 }

@@ -71,6 +71,8 @@ type flags struct {
 	systemNamespace         string
 	consumerLabelGroups     string
 	consumerLabelKeys       string
+	bypassGroups            string
+	maxBypassDuration       time.Duration
 	reservationTTL          time.Duration
 	webhookPort             int
 	certDir                 string
@@ -96,6 +98,8 @@ func parseFlags() flags {
 	flag.StringVar(&f.leaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election lease; default the manager's own namespace (in-cluster).")
 	flag.StringVar(&f.consumerLabelGroups, "consumer-label-groups", "system:masters", "Comma-separated groups whose members may add, change or remove a namespace's consumer labels (the labels that say which consumer pays for it); nobody else may.")
 	flag.StringVar(&f.consumerLabelKeys, "consumer-label-keys", "", "Comma-separated namespace labels guarded like consumer labels besides those of the registered consumer kinds (for constraints with a labelKey of their own).")
+	flag.StringVar(&f.bypassGroups, "bypass-groups", "system:masters", "Comma-separated groups whose members may create, change or delete a QuotaBypass (the break-glass procedure: quota denials of the constraints it names become warnings for a while); nobody else may.")
+	flag.DurationVar(&f.maxBypassDuration, "max-bypass-duration", webhooks.DefaultMaxBypassDuration, "Longest spec.duration a QuotaBypass may have.")
 	flag.StringVar(&f.systemNamespace, "system-namespace", quotav1alpha1.DefaultSystemNamespace, "Namespace of the buckets and grants of consumers that are neither a namespace nor inside one.")
 	flag.DurationVar(&f.reservationTTL, "reservation-ttl", ledger.DefaultReservationTTL, "Lifetime of the reservations the claim controller makes for the Allocation claims it grants. Reservations made at admission carry their own expiry.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
@@ -207,6 +211,8 @@ func run(f flags) error {
 			SystemNamespace:     f.systemNamespace,
 			ConsumerLabelGroups: splitList(f.consumerLabelGroups),
 			ConsumerLabelKeys:   splitList(f.consumerLabelKeys),
+			BypassGroups:        splitList(f.bypassGroups),
+			MaxBypassDuration:   f.maxBypassDuration,
 		}); err != nil {
 			ctrl.Log.Error(err, "webhooks")
 			os.Exit(1)

@@ -1,0 +1,172 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-quotabypass,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=quotabypasses,verbs=create;update;delete,versions=v1alpha1,name=vquotabypass.quota.miloapis.com,admissionReviewVersions=v1
+
+// DefaultMaxBypassDuration is the longest a QuotaBypass may last unless the
+// manager's --max-bypass-duration says otherwise.
+const DefaultMaxBypassDuration = time.Hour
+
+// BypassGuard admits a QuotaBypass (the break-glass procedure) only from
+// members of Groups, and only with a reason, a duration in (0, MaxDuration]
+// and at least one constraint; its spec never changes after creation. RBAC
+// (the quotakeeper-break-glass ClusterRole) says who may write the kind at
+// all; the guard is the second key, and it is where each request is
+// recorded: a log line and a BypassRequested Event with the user and the
+// reason. The webhook fails closed (failurePolicy Fail).
+//
+// One update passes without the group: the manager adding or removing the
+// bypass's finalizer, with nothing else changed (its service account is in
+// no bypass group, and removing the finalizer is how the bypass ends after
+// the constraints are restored).
+type BypassGuard struct {
+	Groups      []string
+	MaxDuration time.Duration
+	Recorder    events.EventRecorder
+}
+
+var _ admission.Validator[*quotav1alpha1.QuotaBypass] = (*BypassGuard)(nil)
+
+func (g *BypassGuard) ValidateCreate(ctx context.Context, b *quotav1alpha1.QuotaBypass) (admission.Warnings, error) {
+	user, err := g.authorize(ctx, b, "create")
+	if err != nil {
+		return nil, err
+	}
+	if errs := ValidateBypassSpec(&b.Spec, g.MaxDuration); len(errs) > 0 {
+		return nil, apierrors.NewInvalid(quotav1alpha1.GroupVersion.WithKind("QuotaBypass").GroupKind(), b.Name, errs)
+	}
+	g.record(ctx, b, user, "created")
+	return nil, nil
+}
+
+func (g *BypassGuard) ValidateUpdate(ctx context.Context, old, b *quotav1alpha1.QuotaBypass) (admission.Warnings, error) {
+	if finalizerOnly(old, b) {
+		return nil, nil
+	}
+	user, err := g.authorize(ctx, b, "update")
+	if err != nil {
+		return nil, err
+	}
+	if !apiequality.Semantic.DeepEqual(old.Spec, b.Spec) {
+		return nil, apierrors.NewInvalid(quotav1alpha1.GroupVersion.WithKind("QuotaBypass").GroupKind(), b.Name, field.ErrorList{
+			field.Forbidden(field.NewPath("spec"), "is immutable: delete the QuotaBypass and create another"),
+		})
+	}
+	g.record(ctx, b, user, "updated")
+	return nil, nil
+}
+
+func (g *BypassGuard) ValidateDelete(ctx context.Context, b *quotav1alpha1.QuotaBypass) (admission.Warnings, error) {
+	user, err := g.authorize(ctx, b, "delete")
+	if err != nil {
+		return nil, err
+	}
+	g.record(ctx, b, user, "deleted")
+	return nil, nil
+}
+
+// authorize returns the requesting user's name when they are in a bypass
+// group, else a Forbidden error that says who may.
+func (g *BypassGuard) authorize(ctx context.Context, b *quotav1alpha1.QuotaBypass, verb string) (string, error) {
+	req, err := admission.RequestFromContext(ctx)
+	if err != nil {
+		return "", err
+	}
+	if sets.New(req.UserInfo.Groups...).HasAny(g.Groups...) {
+		return req.UserInfo.Username, nil
+	}
+	who := "no one may (the manager's --bypass-groups is empty)"
+	if len(g.Groups) > 0 {
+		who = fmt.Sprintf("only members of %s may, and %q is not", strings.Join(g.Groups, ", "), req.UserInfo.Username)
+	}
+	return "", apierrors.NewForbidden(quotav1alpha1.GroupVersion.WithResource("quotabypasses").GroupResource(), b.Name,
+		fmt.Errorf("a QuotaBypass turns quota denials into warnings; to %s one %s", verb, who))
+}
+
+// record logs the request and records it as a BypassRequested Event on the
+// bypass (on create the object has no uid yet; the Event names it by name,
+// which is what `kubectl describe` and `kubectl events --for` match).
+func (g *BypassGuard) record(ctx context.Context, b *quotav1alpha1.QuotaBypass, user, what string) {
+	log.FromContext(ctx).WithName("bypass").Info("QuotaBypass "+what, "bypass", b.Name, "user", user,
+		"reason", b.Spec.Reason, "duration", b.Spec.Duration.Duration.String(), "constraints", b.Spec.Constraints)
+	if g.Recorder == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{APIVersion: quotav1alpha1.GroupVersion.String(), Kind: "QuotaBypass", Name: b.Name, UID: b.UID}
+	g.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, "BypassRequested", "Bypass",
+		"%s by %s for %s: %s", what, user, b.Spec.Duration.Duration, eventText(b.Spec.Reason))
+}
+
+// ValidateBypassSpec checks a QuotaBypass spec: a reason, a duration above
+// zero and at most maxDuration, and constraints each with a kind and name.
+func ValidateBypassSpec(s *quotav1alpha1.QuotaBypassSpec, maxDuration time.Duration) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if strings.TrimSpace(s.Reason) == "" {
+		errs = append(errs, field.Required(spec.Child("reason"), "say why quota is bypassed (an incident, a ticket)"))
+	}
+	switch d := s.Duration.Duration; {
+	case d <= 0:
+		errs = append(errs, field.Invalid(spec.Child("duration"), d.String(), "must be more than 0"))
+	case d > maxDuration:
+		errs = append(errs, field.Invalid(spec.Child("duration"), d.String(),
+			fmt.Sprintf("must be at most %s (the manager's --max-bypass-duration)", maxDuration)))
+	}
+	if len(s.Constraints) == 0 {
+		errs = append(errs, field.Required(spec.Child("constraints"), "name at least one constraint to relax"))
+	}
+	for i, c := range s.Constraints {
+		p := spec.Child("constraints").Index(i)
+		if c.Kind == "" {
+			errs = append(errs, field.Required(p.Child("kind"), "the constraint's kind"))
+		}
+		if c.Name == "" {
+			errs = append(errs, field.Required(p.Child("name"), `the constraint's name, or "*"`))
+		}
+	}
+	return errs
+}
+
+// finalizerOnly reports whether an update changes nothing but the bypass's
+// finalizer.
+func finalizerOnly(old, b *quotav1alpha1.QuotaBypass) bool {
+	if !apiequality.Semantic.DeepEqual(old.Spec, b.Spec) {
+		return false
+	}
+	strip := func(fs []string) []string {
+		return slices.DeleteFunc(slices.Clone(fs), func(f string) bool { return f == quotav1alpha1.BypassFinalizer })
+	}
+	o, n := old.ObjectMeta.DeepCopy(), b.ObjectMeta.DeepCopy()
+	o.Finalizers, n.Finalizers = strip(o.Finalizers), strip(n.Finalizers)
+	o.ResourceVersion, n.ResourceVersion = "", ""
+	o.ManagedFields, n.ManagedFields = nil, nil
+	o.Generation, n.Generation = 0, 0
+	return apiequality.Semantic.DeepEqual(o, n)
+}
+
+// eventText fits s into an Event's note (the API server caps it at 1 KiB).
+func eventText(s string) string {
+	const limit = 900
+	if len(s) <= limit {
+		return s
+	}
+	return strings.ToValidUTF8(s[:limit], "") + "..."
+}

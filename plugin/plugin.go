@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -53,6 +54,11 @@ func Install(scheme *runtime.Scheme) {
 	utilruntime.Must(quotav1alpha1.AddToScheme(scheme))
 	builtins.Register()
 	controller.AddToManagerFuncs = append(controller.AddToManagerFuncs, AddToManager)
+	if !wrapPolicyWebhook() {
+		// Without the wrapper a QuotaBypass would be neither audited nor
+		// ended on time when the manager is down: refuse to run.
+		panic("quotakeeper: Gatekeeper's validation webhook (webhook.AddPolicyWebhook) is not among its webhook functions; this Gatekeeper version is not supported")
+	}
 }
 
 // AddToManager gives the builtins a ledger once the grant mirror has synced,
@@ -75,6 +81,11 @@ func AddToManager(mgr manager.Manager) error {
 	l, m, err := grants.NewLedger(mgr, *systemNamespace, ledger.WithReservationTTL(*reservationTTL))
 	if err != nil {
 		return fmt.Errorf("quotakeeper ledger: %w", err)
+	}
+	// The QuotaBypasses the validation handler's auditor reads (bypass.go),
+	// informed from now on so the first admission does not wait for a list.
+	if _, err := mgr.GetCache().GetInformer(context.Background(), &quotav1alpha1.QuotaBypass{}, cache.BlockUntilSynced(false)); err != nil {
+		return fmt.Errorf("quotakeeper: QuotaBypass informer: %w", err)
 	}
 	policies := claimpolicies.NewSet()
 	if err := policies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {

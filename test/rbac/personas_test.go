@@ -40,6 +40,7 @@ const (
 	viewer     = "dave"                                   // quotakeeper-quota-viewer in team-a
 	service    = "system:serviceaccount:team-a:instances" // quotakeeper-owning-service in team-a
 	quotaAdmin = "erin"                                   // quotakeeper-quota-admin, cluster-wide
+	breakGlass = "grace"                                  // quotakeeper-break-glass, cluster-wide
 )
 
 // access is one question put to the authorizer and the answer we want.
@@ -96,6 +97,7 @@ func TestPersonas(t *testing.T) {
 		bind(ctx, t, c, ns, user, role)
 	}
 	bind(ctx, t, c, "", quotaAdmin, "quotakeeper-quota-admin")
+	bind(ctx, t, c, "", breakGlass, "quotakeeper-break-glass")
 
 	// The aggregation controller fills view, edit and admin: until then a
 	// namespace admin can do nothing, and every denial below would pass for
@@ -173,6 +175,23 @@ func TestPersonas(t *testing.T) {
 		{user: quotaAdmin, verb: "create", resource: "allowancebuckets", namespace: ns},
 		{user: quotaAdmin, verb: "update", resource: "resourcegrants", subresource: "status", namespace: ns},
 		{user: quotaAdmin, verb: "create", resource: "resourceclaims", namespace: ns},
+
+		// Only break-glass creates or ends a QuotaBypass; the quota admin
+		// sees them (and their audit Events' object) but cannot make one,
+		// and namespace roles know nothing of them.
+		{user: breakGlass, verb: "create", resource: "quotabypasses", allowed: true},
+		{user: breakGlass, verb: "delete", resource: "quotabypasses", allowed: true},
+		{user: breakGlass, verb: "list", resource: "quotabypasses", allowed: true},
+		{user: breakGlass, verb: "update", resource: "quotabypasses", subresource: "status"},
+		{user: breakGlass, verb: "create", resource: "resourcegrants", namespace: ns},
+		{user: quotaAdmin, verb: "list", resource: "quotabypasses", allowed: true},
+		{user: quotaAdmin, verb: "create", resource: "quotabypasses"},
+		{user: quotaAdmin, verb: "update", resource: "quotabypasses"},
+		{user: quotaAdmin, verb: "delete", resource: "quotabypasses"},
+		{user: nsAdmin, verb: "create", resource: "quotabypasses"},
+		{user: nsAdmin, verb: "list", resource: "quotabypasses"},
+		{user: nsEdit, verb: "create", resource: "quotabypasses"},
+		{user: viewer, verb: "create", resource: "quotabypasses"},
 	}
 	for _, a := range cases {
 		if err := check(ctx, c, a); err != nil {

@@ -101,6 +101,8 @@ func waitCondition(t *testing.T, obj client.Object, typ string, status metav1.Co
 			conds = o.Status.Conditions
 		case *quotav1alpha1.ClaimCreationPolicy:
 			conds = o.Status.Conditions
+		case *quotav1alpha1.QuotaBypass:
+			conds = o.Status.Conditions
 		}
 		c := meta.FindStatusCondition(conds, typ)
 		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != obj.GetGeneration() {

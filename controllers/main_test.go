@@ -96,6 +96,11 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "install the QuotaClaimPolicy constraint kind:", err)
 		return 1
 	}
+	// The QuotaEntity constraint kind, whose constraints QuotaBypasses relax.
+	if _, _, err := testenv.InstallConstraintCRD(ctx, env.Config, "quotaentity"); err != nil {
+		fmt.Fprintln(os.Stderr, "install the QuotaEntity constraint kind:", err)
+		return 1
+	}
 	if obs, err = startObserverStandIn(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -161,7 +166,10 @@ func startManager() (*managerRun, error) {
 	if err := controllers.Setup(m, controllers.Options{}); err != nil {
 		return nil, err
 	}
-	if err := webhooks.Setup(m, webhooks.Options{ConsumerLabelGroups: []string{"system:masters", "platform-admins"}}); err != nil {
+	if err := webhooks.Setup(m, webhooks.Options{
+		ConsumerLabelGroups: []string{"system:masters", "platform-admins"},
+		BypassGroups:        []string{"system:masters", "incident-commanders"},
+	}); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

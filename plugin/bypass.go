@@ -19,6 +19,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -27,6 +28,7 @@ import (
 
 	gkwebhook "github.com/open-policy-agent/gatekeeper/v3/pkg/webhook"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -177,19 +179,30 @@ func (a *BypassAuditor) record(ctx context.Context, req admission.Request, b *qu
 	if req.SubResource != "" {
 		kind += "/" + req.SubResource
 	}
-	object := req.Name
+	// The object's own name and uid: a CREATE with generateName has no
+	// name in the request, and without the uid every such object would be
+	// the same related object, whose Events the recorder folds into one.
+	var meta metav1.PartialObjectMetadata
+	if len(req.Object.Raw) > 0 {
+		_ = json.Unmarshal(req.Object.Raw, &meta)
+	}
+	name := req.Name
+	if name == "" {
+		name = meta.Name
+	}
+	object := name
 	if req.Namespace != "" {
-		object = req.Namespace + "/" + req.Name
+		object = req.Namespace + "/" + name
 	}
 	log.FromContext(ctx).WithName("quotakeeper").Info("quota bypassed", "bypass", b.Name, "reason", b.Spec.Reason,
-		"user", req.UserInfo.Username, "operation", req.Operation, "kind", kind, "namespace", req.Namespace, "name", req.Name,
+		"user", req.UserInfo.Username, "operation", req.Operation, "kind", kind, "namespace", req.Namespace, "name", name,
 		"constraint", constraint, "message", msg)
 	if a.Recorder == nil {
 		return
 	}
 	ref := &corev1.ObjectReference{APIVersion: quotav1alpha1.GroupVersion.String(), Kind: "QuotaBypass", Name: b.Name, UID: b.UID}
 	related := &corev1.ObjectReference{APIVersion: req.Kind.Group + "/" + req.Kind.Version, Kind: req.Kind.Kind,
-		Namespace: req.Namespace, Name: req.Name}
+		Namespace: req.Namespace, Name: name, UID: meta.UID}
 	if req.Kind.Group == "" {
 		related.APIVersion = req.Kind.Version
 	}

@@ -53,7 +53,7 @@ func (g *BypassGuard) ValidateCreate(ctx context.Context, b *quotav1alpha1.Quota
 	if errs := ValidateBypassSpec(&b.Spec, g.MaxDuration); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(quotav1alpha1.GroupVersion.WithKind("QuotaBypass").GroupKind(), b.Name, errs)
 	}
-	g.record(ctx, b, user, "created")
+	g.record(ctx, b, user, "Create")
 	return nil, nil
 }
 
@@ -70,7 +70,7 @@ func (g *BypassGuard) ValidateUpdate(ctx context.Context, old, b *quotav1alpha1.
 			field.Forbidden(field.NewPath("spec"), "is immutable: delete the QuotaBypass and create another"),
 		})
 	}
-	g.record(ctx, b, user, "updated")
+	g.record(ctx, b, user, "Update")
 	return nil, nil
 }
 
@@ -79,7 +79,7 @@ func (g *BypassGuard) ValidateDelete(ctx context.Context, b *quotav1alpha1.Quota
 	if err != nil {
 		return nil, err
 	}
-	g.record(ctx, b, user, "deleted")
+	g.record(ctx, b, user, "Delete")
 	return nil, nil
 }
 
@@ -102,17 +102,18 @@ func (g *BypassGuard) authorize(ctx context.Context, b *quotav1alpha1.QuotaBypas
 }
 
 // record logs the request and records it as a BypassRequested Event on the
-// bypass (on create the object has no uid yet; the Event names it by name,
-// which is what `kubectl describe` and `kubectl events --for` match).
-func (g *BypassGuard) record(ctx context.Context, b *quotav1alpha1.QuotaBypass, user, what string) {
-	log.FromContext(ctx).WithName("bypass").Info("QuotaBypass "+what, "bypass", b.Name, "user", user,
+// bypass, its action the operation (Create, Update, Delete): the Event
+// recorder folds Events that differ only in their note into one series, so
+// the operations must differ elsewhere.
+func (g *BypassGuard) record(ctx context.Context, b *quotav1alpha1.QuotaBypass, user, operation string) {
+	log.FromContext(ctx).WithName("bypass").Info("QuotaBypass requested", "operation", operation, "bypass", b.Name, "user", user,
 		"reason", b.Spec.Reason, "duration", b.Spec.Duration.Duration.String(), "constraints", b.Spec.Constraints)
 	if g.Recorder == nil {
 		return
 	}
 	ref := &corev1.ObjectReference{APIVersion: quotav1alpha1.GroupVersion.String(), Kind: "QuotaBypass", Name: b.Name, UID: b.UID}
-	g.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, "BypassRequested", "Bypass",
-		"%s by %s for %s: %s", what, user, b.Spec.Duration.Duration, eventText(b.Spec.Reason))
+	g.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, "BypassRequested", operation,
+		"%s by %s for %s: %s", operation, user, b.Spec.Duration.Duration, eventText(b.Spec.Reason))
 }
 
 // ValidateBypassSpec checks a QuotaBypass spec: a reason, a duration above

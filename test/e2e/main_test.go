@@ -52,6 +52,7 @@ func run(m *testing.M) int {
 		GatekeeperReplicas: 3,
 		Manager:            filepath.Join(root, "bin", "quotakeeper-manager"),
 		ReservationTTL:     reservationTTL,
+		ManagerArgs:        []string{"--bypass-groups=system:masters," + bypassGroup},
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start cluster:", err, "(logs in", dir+")")

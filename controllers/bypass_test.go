@@ -146,10 +146,14 @@ func TestBypassRelaxesItsConstraintsUntilItEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, settle, "deleted bypass gone", func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(all), all); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("still there (%v), finalizers %v", err, all.GetFinalizers())
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(all), all)
+		if apierrors.IsNotFound(err) {
+			return nil
 		}
-		return nil
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("still there, finalizers %v", all.GetFinalizers())
 	})
 	for _, name := range []string{"t60-deny", "t60-other"} {
 		if got := constraintState(t, name); got != restored {

@@ -32,7 +32,7 @@ func TestCategoryAndShortNames(t *testing.T) {
 	}
 	slices.Sort(kinds)
 	want := []string{"allowancebuckets", "claimcreationpolicies", "effectiveresourcegrants", "grantcreationpolicies",
-		"resourceclaims", "resourcegrants", "resourceregistrations"}
+		"quotabypasses", "resourceclaims", "resourcegrants", "resourceregistrations"}
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("category quotakeeper (-want +got):\n%s", diff)
 	}
@@ -50,6 +50,8 @@ func TestCategoryAndShortNames(t *testing.T) {
 		"rreg":   {Group: "quota.miloapis.com", Version: "v1alpha1", Resource: "resourceregistrations"},
 		"gcp":    {Group: "quota.miloapis.com", Version: "v1alpha1", Resource: "grantcreationpolicies"},
 		"ccp":    {Group: "quota.miloapis.com", Version: "v1alpha1", Resource: "claimcreationpolicies"},
+		// No core or common kind's short name.
+		"qbypass": {Group: "quota.miloapis.com", Version: "v1alpha1", Resource: "quotabypasses"},
 	} {
 		got, err := mapper.ResourceFor(schema.GroupVersionResource{Resource: short})
 		if err != nil || got != resource {
@@ -70,6 +72,7 @@ func TestPrinterColumns(t *testing.T) {
 		"resourceregistrations":   {"Resource Type=.spec.resourceType", "Type=.spec.type", `Active=.status.conditions[?(@.type=="Active")].status`, "Age=.metadata.creationTimestamp"},
 		"grantcreationpolicies":   {"Trigger=.spec.trigger.resource.kind", `Ready=.status.conditions[?(@.type=="Ready")].status`},
 		"claimcreationpolicies":   {"Trigger=.spec.trigger.resource.kind", `Ready=.status.conditions[?(@.type=="Ready")].status`},
+		"quotabypasses":           {"Reason=.spec.reason", "Expires=.status.expiresAt", `Active=.status.conditions[?(@.type=="Active")].status`},
 	}
 	for plural, columns := range want {
 		crd := &apiextensionsv1.CustomResourceDefinition{}

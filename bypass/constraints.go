@@ -163,6 +163,23 @@ func Restore(ctx context.Context, r client.Reader, w client.Writer, b *quotav1al
 	return nil
 }
 
+// Holding returns the constraints (kind/name) that b names and still holds
+// relaxed: annotated with b's name. A bypass's finalizer may go only once
+// there are none, or nobody would ever restore them.
+func Holding(ctx context.Context, r client.Reader, b *quotav1alpha1.QuotaBypass) ([]string, error) {
+	cs, err := constraints(ctx, r, b)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, u := range cs {
+		if u.GetAnnotations()[quotav1alpha1.AnnotationBypass] == b.Name {
+			out = append(out, u.GetKind()+"/"+u.GetName())
+		}
+	}
+	return out, nil
+}
+
 // activeHeir is the name of another bypass active at now that names
 // kind/name, or "".
 func activeHeir(others []quotav1alpha1.QuotaBypass, self, kind, name string, now time.Time) string {

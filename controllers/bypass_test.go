@@ -129,9 +129,19 @@ func TestBypassRelaxesItsConstraintsUntilItEnds(t *testing.T) {
 	if got := constraintState(t, "t60-warn"); got != warnOnly {
 		t.Fatalf("t60-warn after expiry: %s, want %s", got, warnOnly)
 	}
-	if len(b.Status.Relaxed) != 0 || len(b.GetFinalizers()) != 0 {
-		t.Fatalf("expired bypass still holds %v, finalizers %v", b.Status.Relaxed, b.GetFinalizers())
+	if len(b.Status.Relaxed) != 0 {
+		t.Fatalf("expired bypass still holds %v", b.Status.Relaxed)
 	}
+	// The finalizer goes after the status is written.
+	testenv.Eventually(t, settle, "expired bypass's finalizer removed", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		if fs := b.GetFinalizers(); len(fs) != 0 {
+			return fmt.Errorf("finalizers %v", fs)
+		}
+		return nil
+	})
 
 	// Deleting an active bypass restores before it goes; "*" names every
 	// constraint of the kind.
@@ -142,6 +152,27 @@ func TestBypassRelaxesItsConstraintsUntilItEnds(t *testing.T) {
 	waitCondition(t, all, quotav1alpha1.ConditionActive, metav1.ConditionTrue, quotav1alpha1.ReasonBypassActive)
 	waitConstraint(t, "t60-deny", fmt.Sprintf(relaxed, "t60-all"))
 	waitConstraint(t, "t60-other", fmt.Sprintf(relaxed, "t60-all"))
+	// Nobody, not even a member of the bypass groups, may strip the
+	// finalizer while the bypass holds constraints relaxed: nothing would
+	// restore them.
+	testenv.Eventually(t, settle, "strip the finalizer", func() error {
+		var cur quotav1alpha1.QuotaBypass
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(all), &cur); err != nil {
+			return err
+		}
+		cur.Finalizers = nil
+		err := k8s.Update(ctx, &cur)
+		if apierrors.IsConflict(err) {
+			return err
+		}
+		want := `admission webhook "vquotabypass.quota.miloapis.com" denied the request: quotabypasses.quota.miloapis.com "t60-all" is forbidden: ` +
+			`finalizer quota.miloapis.com/bypass-restore: it still holds QuotaEntity/t60-deny, QuotaEntity/t60-other at warn; ` +
+			`the manager removes it once it has restored them`
+		if !apierrors.IsForbidden(err) || err.Error() != want {
+			t.Fatalf("strip the finalizer: got %v\nwant %s", err, want)
+		}
+		return nil
+	})
 	if err := k8s.Delete(ctx, all); err != nil {
 		t.Fatal(err)
 	}

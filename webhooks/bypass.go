@@ -13,10 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/bypass"
 )
 
 // +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-quotabypass,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=quotabypasses,verbs=create;update;delete,versions=v1alpha1,name=vquotabypass.quota.miloapis.com,admissionReviewVersions=v1
@@ -33,14 +36,18 @@ const DefaultMaxBypassDuration = time.Hour
 // recorded: a log line and a BypassRequested Event with the user and the
 // reason. The webhook fails closed (failurePolicy Fail).
 //
-// One update passes without the group: the manager adding or removing the
-// bypass's finalizer, with nothing else changed (its service account is in
-// no bypass group, and removing the finalizer is how the bypass ends after
-// the constraints are restored).
+// One update passes without the group: adding or removing the bypass's
+// finalizer, with nothing else changed (the manager does it; its service
+// account is in no bypass group). Removing it is refused, from anyone,
+// while a constraint still carries the bypass's annotation: the finalizer
+// is what makes the manager restore them, and a bypass gone before that
+// would leave them at warn for good.
 type BypassGuard struct {
 	Groups      []string
 	MaxDuration time.Duration
 	Recorder    events.EventRecorder
+	// Constraints reads Gatekeeper's constraints, uncached.
+	Constraints client.Reader
 }
 
 var _ admission.Validator[*quotav1alpha1.QuotaBypass] = (*BypassGuard)(nil)
@@ -59,7 +66,7 @@ func (g *BypassGuard) ValidateCreate(ctx context.Context, b *quotav1alpha1.Quota
 
 func (g *BypassGuard) ValidateUpdate(ctx context.Context, old, b *quotav1alpha1.QuotaBypass) (admission.Warnings, error) {
 	if finalizerOnly(old, b) {
-		return nil, nil
+		return nil, g.mayRemoveFinalizer(ctx, old, b)
 	}
 	user, err := g.authorize(ctx, b, "update")
 	if err != nil {
@@ -81,6 +88,24 @@ func (g *BypassGuard) ValidateDelete(ctx context.Context, b *quotav1alpha1.Quota
 	}
 	g.record(ctx, b, user, "Delete")
 	return nil, nil
+}
+
+// mayRemoveFinalizer refuses to remove the finalizer while the bypass still
+// holds constraints relaxed.
+func (g *BypassGuard) mayRemoveFinalizer(ctx context.Context, old, b *quotav1alpha1.QuotaBypass) error {
+	if !controllerutil.ContainsFinalizer(old, quotav1alpha1.BypassFinalizer) || controllerutil.ContainsFinalizer(b, quotav1alpha1.BypassFinalizer) {
+		return nil
+	}
+	holding, err := bypass.Holding(ctx, g.Constraints, b)
+	if err != nil {
+		return fmt.Errorf("reading the constraints the bypass relaxed: %w", err)
+	}
+	if len(holding) == 0 {
+		return nil
+	}
+	return apierrors.NewForbidden(quotav1alpha1.GroupVersion.WithResource("quotabypasses").GroupResource(), b.Name,
+		fmt.Errorf("finalizer %s: it still holds %s at warn; the manager removes it once it has restored them",
+			quotav1alpha1.BypassFinalizer, strings.Join(holding, ", ")))
 }
 
 // authorize returns the requesting user's name when they are in a bypass

@@ -85,7 +85,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.QuotaBypass{}).
 		WithValidator(&BypassGuard{Groups: opts.BypassGroups, MaxDuration: opts.MaxBypassDuration,
-			Recorder: mgr.GetEventRecorder("quotakeeper-bypass-webhook")}).Complete(); err != nil {
+			Recorder: mgr.GetEventRecorder("quotakeeper-bypass-webhook"), Constraints: mgr.GetAPIReader()}).Complete(); err != nil {
 		return fmt.Errorf("quota bypass webhook: %w", err)
 	}
 	return nil

@@ -31,6 +31,9 @@
 //   - grantcreationpolicy and claimcreationpolicy (policy_controller.go,
 //     one reconciler adapted to each kind): the Ready condition
 //     (PolicyReady, ValidationFailed, PolicyDisabled).
+//   - quotabypass (bypass_controller.go): holds the constraints an active
+//     QuotaBypass names at warn, and restores them when it expires or is
+//     deleted (package bypass does the constraint edits).
 //
 // Shared by all: the cache indexes (indexes.go), Options and ignoreConflict
 // (conflicts.go).

@@ -1,12 +1,12 @@
 package controllers
 
 import (
-	"unicode/utf8"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/quotakeeper/quotakeeper/eventnote"
 )
 
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -33,19 +33,5 @@ func recordCondition(rec events.EventRecorder, obj runtime.Object, cond metav1.C
 	if cond.Status == metav1.ConditionFalse {
 		eventType = corev1.EventTypeWarning
 	}
-	rec.Eventf(obj, nil, eventType, cond.Reason, action, "%s", eventNote(cond.Message))
-}
-
-// eventNote fits s into an Event's note, which the API server caps at 1 KiB,
-// cutting at a rune boundary.
-func eventNote(s string) string {
-	const limit = 1024
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit - len("...")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
+	rec.Eventf(obj, nil, eventType, cond.Reason, action, "%s", eventnote.Fit(cond.Message))
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/eventnote"
 	"github.com/quotakeeper/quotakeeper/names"
 )
 
@@ -353,7 +354,7 @@ func (r *grantPolicyReconciler) grantEvent(run *triggerRun, g *quotav1alpha1.Res
 		triggerRelated = related
 	}
 	r.events.Eventf(trigger, triggerRelated, eventtype, reason, action, "%s",
-		eventNote(fmt.Sprintf("%s %s (GrantCreationPolicy %s)%s", done, what, run.policy.Name, suffix)))
+		eventnote.Fit(fmt.Sprintf("%s %s (GrantCreationPolicy %s)%s", done, what, run.policy.Name, suffix)))
 	policyRelated := trigger
 	if related != nil {
 		policyRelated = related
@@ -363,5 +364,5 @@ func (r *grantPolicyReconciler) grantEvent(run *triggerRun, g *quotav1alpha1.Res
 }
 
 func (r *grantPolicyReconciler) policyEvent(p *quotav1alpha1.GrantCreationPolicy, related runtime.Object, eventtype, reason, action, note string) {
-	r.events.Eventf(p, related, eventtype, reason, action, "%s", eventNote(note))
+	r.events.Eventf(p, related, eventtype, reason, action, "%s", eventnote.Fit(note))
 }

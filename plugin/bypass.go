@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/eventnote"
 )
 
 // gatekeeperAdmitPath is where Gatekeeper serves its validation webhook.
@@ -208,14 +209,5 @@ func (a *BypassAuditor) record(ctx context.Context, req admission.Request, b *qu
 	}
 	note := fmt.Sprintf("%s: %s %s %s admitted over quota (constraint %s: %s); bypass reason: %s",
 		req.UserInfo.Username, req.Operation, kind, object, constraint, msg, b.Spec.Reason)
-	a.Recorder.Eventf(ref, related, corev1.EventTypeWarning, "QuotaBypassed", "Admit", "%s", fitNote(note))
-}
-
-// fitNote fits s into an Event's note, which the API server caps at 1 KiB.
-func fitNote(s string) string {
-	const limit = 1024
-	if len(s) <= limit {
-		return s
-	}
-	return strings.ToValidUTF8(s[:limit-3], "") + "..."
+	a.Recorder.Eventf(ref, related, corev1.EventTypeWarning, "QuotaBypassed", "Admit", "%s", eventnote.Fit(note))
 }

@@ -20,6 +20,7 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/bypass"
+	"github.com/quotakeeper/quotakeeper/eventnote"
 )
 
 // +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-quotabypass,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=quotabypasses,verbs=create;update;delete,versions=v1alpha1,name=vquotabypass.quota.miloapis.com,admissionReviewVersions=v1
@@ -138,7 +139,7 @@ func (g *BypassGuard) record(ctx context.Context, b *quotav1alpha1.QuotaBypass, 
 	}
 	ref := &corev1.ObjectReference{APIVersion: quotav1alpha1.GroupVersion.String(), Kind: "QuotaBypass", Name: b.Name, UID: b.UID}
 	g.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, "BypassRequested", operation,
-		"%s by %s for %s: %s", operation, user, b.Spec.Duration.Duration, eventText(b.Spec.Reason))
+		"%s by %s for %s: %s", operation, user, b.Spec.Duration.Duration, eventnote.FitIn(b.Spec.Reason, 900))
 }
 
 // ValidateBypassSpec checks a QuotaBypass spec: a reason, a duration above
@@ -186,13 +187,4 @@ func finalizerOnly(old, b *quotav1alpha1.QuotaBypass) bool {
 	o.ManagedFields, n.ManagedFields = nil, nil
 	o.Generation, n.Generation = 0, 0
 	return apiequality.Semantic.DeepEqual(o, n)
-}
-
-// eventText fits s into an Event's note (the API server caps it at 1 KiB).
-func eventText(s string) string {
-	const limit = 900
-	if len(s) <= limit {
-		return s
-	}
-	return strings.ToValidUTF8(s[:limit], "") + "..."
 }

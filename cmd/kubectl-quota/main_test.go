@@ -337,27 +337,3 @@ func compareGolden(t *testing.T, path, got string) {
 		t.Errorf("output differs from %s (rewrite with -update if the change is intended)\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
 }
-
-// TestFormat checks the display-unit arithmetic the golden files rely on,
-// including factors that do not divide evenly.
-func TestFormat(t *testing.T) {
-	cores := unit{BaseUnit: "millicores", DisplayUnit: "cores", UnitConversionFactor: 1000}
-	for _, tc := range []struct {
-		u    unit
-		v    int64
-		want string
-	}{
-		{cores, 8000, "8 cores"},
-		{cores, 500, "0.5 cores"},
-		{cores, 1, "0.001 cores"},
-		{cores, 0, "0 cores"},
-		{unit{BaseUnit: "B", DisplayUnit: "KiB", UnitConversionFactor: 1024}, 1536, "1.5 KiB"},
-		{unit{BaseUnit: "x", DisplayUnit: "thirds", UnitConversionFactor: 3}, 1, "0.333 thirds"},
-		{unit{BaseUnit: "configmaps"}, 7, "7 configmaps"},
-		{unit{}, 9223372036854775807, "9223372036854775807"},
-	} {
-		if got := tc.u.format(tc.v); got != tc.want {
-			t.Errorf("%+v.format(%d) = %q, want %q", tc.u, tc.v, got, tc.want)
-		}
-	}
-}

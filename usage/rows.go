@@ -19,7 +19,7 @@ type Row struct {
 	Dimensions      map[string]string         `json:"dimensions,omitempty"`
 	Bucket          string                    `json:"bucket"`
 	BucketNamespace string                    `json:"bucketNamespace"`
-	Unit            Unit                      `json:"unit"`
+	Unit            quotav1alpha1.Units       `json:"unit"`
 	Used            int64                     `json:"used"`
 	Reserved        int64                     `json:"reserved"`
 	Limit           int64                     `json:"limit"`
@@ -67,7 +67,8 @@ func ClusterRows(ctx context.Context, c client.Client) ([]Row, error) {
 // and a tenant may read them, whereas an organization's buckets live in the
 // system namespace, which tenants cannot read. The bucket's own status is
 // the source of truth, so it is read when allowed; otherwise the copy in the
-// EffectiveResourceGrant is shown.
+// EffectiveResourceGrant is shown. Each row takes its units from the
+// EffectiveResourceGrant too: the tenant need not read the registration.
 func NamespaceRows(ctx context.Context, c client.Client, ns string) ([]Row, error) {
 	var ergs quotav1alpha1.EffectiveResourceGrantList
 	if err := c.List(ctx, &ergs, client.InNamespace(ns)); err != nil {
@@ -76,16 +77,23 @@ func NamespaceRows(ctx context.Context, c client.Client, ns string) ([]Row, erro
 	buckets := NewBucketReader(c)
 	var rows []Row
 	for _, e := range ergs.Items {
+		var units quotav1alpha1.Units
+		if e.Status.Units != nil {
+			units = *e.Status.Units
+		}
 		for _, ref := range e.Status.AllowanceBucketRefs {
 			b, err := buckets.Get(ctx, ref.Namespace, ref.Name)
 			if err != nil {
 				return nil, err
 			}
 			if b != nil {
-				rows = append(rows, RowOfBucket(b))
+				row := RowOfBucket(b)
+				row.Unit = units
+				rows = append(rows, row)
 				continue
 			}
 			rows = append(rows, Row{
+				Unit:            units,
 				Consumer:        e.Spec.ConsumerRef,
 				ResourceType:    e.Spec.ResourceType,
 				Dimensions:      ref.Dimensions,
@@ -133,13 +141,21 @@ func (r *BucketReader) Get(ctx context.Context, ns, name string) (*quotav1alpha1
 	return b, nil
 }
 
-// WithUnits sets each row's unit from its resource type's registration.
+// WithUnits sets the unit of each row that has none (NamespaceRows sets
+// them from the EffectiveResourceGrants) from its resource type's
+// registration. When every row has its unit, registrations are not read.
 func WithUnits(ctx context.Context, c client.Client, rows []Row) error {
-	us, err := Units(ctx, c)
-	if err != nil {
-		return err
-	}
+	var us map[string]quotav1alpha1.Units
 	for i := range rows {
+		if rows[i].Unit != (quotav1alpha1.Units{}) {
+			continue
+		}
+		if us == nil {
+			var err error
+			if us, err = Units(ctx, c); err != nil {
+				return err
+			}
+		}
 		rows[i].Unit = us[rows[i].ResourceType]
 	}
 	return nil

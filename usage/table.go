@@ -5,13 +5,15 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/printers"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 )
 
 // Amount is one cell: display units, and in the wide table the base-unit
 // amount the API holds beside it when the two differ.
-func Amount(u Unit, v int64, wide bool) string {
+func Amount(u quotav1alpha1.Units, v int64, wide bool) string {
 	shown := u.Format(v)
-	if wide && u.DisplayUnit != "" {
+	if wide && u.HasDisplay() {
 		return shown + " (" + u.Base(v) + ")"
 	}
 	return shown

@@ -160,7 +160,7 @@ type explainRow struct {
 	ResourceType string                    `json:"resourceType"`
 	Dimensions   map[string]string         `json:"dimensions,omitempty"`
 	Amount       int64                     `json:"amount"`
-	Unit         usage.Unit                `json:"unit"`
+	Unit         quotav1alpha1.Units       `json:"unit"`
 	BucketRef    bucketRef                 `json:"bucketRef"`
 	Bucket       *usage.Row                `json:"bucket,omitempty"`
 }
@@ -199,6 +199,11 @@ func (o *options) explain(ctx context.Context, c client.Client, obj *metav1.Part
 			if b, err := figures(ctx, ref); err != nil {
 				return nil, err
 			} else if b != nil {
+				// A tenant who may not read registrations has the units
+				// from the EffectiveResourceGrant the figures came from.
+				if row.Unit == (quotav1alpha1.Units{}) {
+					row.Unit = b.Unit
+				}
 				b.Unit = row.Unit
 				row.Bucket = b
 			}

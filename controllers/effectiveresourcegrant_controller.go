@@ -23,7 +23,6 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/names"
 )
 
 // +kubebuilder:rbac:groups=quota.miloapis.com,resources=effectiveresourcegrants,verbs=get;list;watch;create;update;patch;delete
@@ -169,7 +168,7 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 	}
 	for _, ns := range slices.Sorted(maps.Keys(targets)) {
 		e := &quotav1alpha1.EffectiveResourceGrant{}
-		e.Namespace, e.Name = ns, effectiveName(p)
+		e.Namespace, e.Name = ns, quotav1alpha1.EffectiveResourceGrantName(ledgerconv.ConsumerRef(p.Consumer), p.ResourceType)
 		e.Spec = quotav1alpha1.EffectiveResourceGrantSpec{ConsumerRef: ledgerconv.ConsumerRef(p.Consumer), ResourceType: p.ResourceType}
 		if err := r.client.Create(ctx, e); err != nil {
 			if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) { // forbidden: namespace terminating
@@ -266,14 +265,4 @@ func saturatingAdd(a, b int64) int64 {
 	default:
 		return math.MinInt64
 	}
-}
-
-// effectiveNames name effective grants: readable from the resource type,
-// unique from a hash of the consumer and resource type.
-var effectiveNames = names.Scheme{Tag: "quotakeeper.effective/v1", Fallback: "effective", PrefixMax: 40, HashBytes: 8}
-
-// effectiveName is deterministic per consumer and resource type.
-func effectiveName(p pair) string {
-	c := p.Consumer
-	return effectiveNames.Name(p.ResourceType, c.APIGroup, c.Kind, c.Namespace, c.Name, p.ResourceType)
 }

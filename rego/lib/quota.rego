@@ -512,19 +512,44 @@ display_is_base(u) if {
 }
 
 # Where the tenant reads the numbers: the consumer's EffectiveResourceGrant,
-# kept in every namespace of the consumer (so in the object's), and the
-# kubectl plugin's table of them. A cluster-scoped object, or a Namespace
-# being created (its EffectiveResourceGrants do not exist yet), points to the
-# whole cluster's table.
+# which the manager keeps in every namespace of the consumer (so in the
+# object's), and the kubectl plugin's table of them. A consumer the object's
+# namespace does not belong to (one named in the constraint's parameters), a
+# cluster-scoped object, or a Namespace being created (its
+# EffectiveResourceGrants do not exist yet) points to the whole cluster's
+# table.
 see_clause(r) := sprintf("; see EffectiveResourceGrant %s/%s (kubectl quota usage -n %s)", [namespace_name, erg, namespace_name]) if {
-	not is_namespace_object
-	namespace_name != ""
+	in_object_namespace(r.consumer)
 	erg := object.get(r, "effectiveResourceGrant", "")
 	erg != ""
 } else := sprintf("; see kubectl quota usage -n %s", [namespace_name]) if {
+	in_object_namespace(r.consumer)
+} else := "; see kubectl quota usage -A"
+
+# The object's namespace belongs to consumer c, as the manager decides where
+# EffectiveResourceGrants go (v1alpha1.NamespaceBelongsTo, and a namespaced
+# consumer's own namespace): it is c, its label for c's kind names c, or c
+# lives in it.
+in_object_namespace(c) if {
 	not is_namespace_object
 	namespace_name != ""
-} else := "; see kubectl quota usage -A"
+	namespace_belongs_to(c)
+}
+
+namespace_belongs_to(c) if {
+	object.get(c, "apiGroup", "") == ""
+	c.kind == "Namespace"
+	c.name == namespace_name
+}
+
+namespace_belongs_to(c) if {
+	not is_namespace_kind(c)
+	namespace_labels[consumer_label_key(object.get(c, "apiGroup", ""), c.kind)] == c.name
+}
+
+namespace_belongs_to(c) if {
+	object.get(c, "namespace", "") == namespace_name
+}
 
 details(s, u, n) := {
 	"consumer": s.consumer,

@@ -385,6 +385,20 @@ test_denial_of_a_namespace_points_to_the_whole_cluster if {
 		with quota.reserve as refused
 }
 
+test_denial_for_a_consumer_the_namespace_does_not_belong_to_points_to_the_whole_cluster if {
+	# A consumer named in the parameters: team-a is not one of globex's
+	# namespaces, so globex's EffectiveResourceGrants are elsewhere.
+	params := {"resourceType": "core/pods", "consumers": [{"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization", "name": "globex"}]}
+	{v.msg | some v in quotalib.violations(1, 0)} == {"quota exceeded for Organization globex: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1); see kubectl quota usage -A"} with input as inp(create.review, params)
+		with data.inventory as acme
+		with quota.reserve as refused
+
+	# The same consumer found through the namespace's label is there.
+	{v.msg | some v in quotalib.violations(1, 0)} == {"quota exceeded for Organization acme: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1); see EffectiveResourceGrant team-a/core-pods-0123 (kubectl quota usage -n team-a)"} with input as inp(create.review, by_org)
+		with data.inventory as acme
+		with quota.reserve as refused
+}
+
 test_display_builtin_is_exact if {
 	quota.display(500, cores) == "0.5"
 	quota.display(8000, cores) == "8"

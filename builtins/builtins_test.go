@@ -16,6 +16,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
@@ -116,7 +118,14 @@ func decisionRequest(c ledger.Consumer, amount int64, granted bool, reason strin
 		"reserved":     jsonNumber(reserved),
 		"available":    jsonNumber(available),
 		"message":      msg,
+		// No unit source in these tests: no units.
+		"units":                  map[string]any{},
+		"effectiveResourceGrant": effectiveGrant(c),
 	}
+}
+
+func effectiveGrant(c ledger.Consumer) string {
+	return quotav1alpha1.EffectiveResourceGrantName(ledgerconv.ConsumerRef(c), "core/pods")
 }
 
 func usageOf(t *testing.T, l *ledger.Ledger, c ledger.Consumer) ledger.Usage {
@@ -196,12 +205,74 @@ func TestUsageReadsWithoutWriting(t *testing.T) {
 		return map[string]any{
 			"bucket": bucket(teamA), "limit": jsonNumber(3), "allocated": jsonNumber(0),
 			"reserved": jsonNumber(reserved), "available": jsonNumber(available),
+			"units": map[string]any{}, "effectiveResourceGrant": effectiveGrant(teamA),
 		}
 	}
 	assertEqual(t, "before any reservation", mustEval(t, "quota.usage(input)", query), want(0, 3))
 	mustEval(t, "quota.reserve(input)", claim("c1", pods(teamA, 2)))
 	assertEqual(t, "after reserving 2", mustEval(t, "quota.usage(input)", query), want(2, 1))
 	assertEqual(t, "ledger", usageOf(t, l, teamA), ledger.Usage{Limit: 3, Reserved: 2, Available: 1})
+}
+
+// unitMap is a builtins.UnitSource from a map.
+type unitMap map[string]quotav1alpha1.Units
+
+func (m unitMap) UnitsFor(rt string) (quotav1alpha1.Units, bool) {
+	u, ok := m[rt]
+	return u, ok
+}
+
+// With a unit source, both builtins return the resource type's units beside
+// the numbers, which quota.display writes exactly; without one, or for a
+// resource type it does not know, no units.
+func TestResultsCarryUnitsAndDisplayWritesThemExactly(t *testing.T) {
+	useLedger(t, ledger.Grant{ID: "g", Consumer: teamA, ResourceType: "core/pods", Amount: 2500})
+	builtins.UseUnits(unitMap{"core/pods": {BaseUnit: "millipods", DisplayUnit: "pods", UnitConversionFactor: 1000}})
+	t.Cleanup(func() { builtins.UseUnits(nil) })
+	units := map[string]any{"baseUnit": "millipods", "displayUnit": "pods", "unitConversionFactor": jsonNumber(1000)}
+
+	d := mustEval(t, "quota.reserve(input)", claim("c1", pods(teamA, 500))).(map[string]any)
+	assertEqual(t, "units in the decision", d["requests"].([]any)[0].(map[string]any)["units"], units)
+	query := map[string]any{"consumer": map[string]any{"kind": "Namespace", "name": "team-a"}, "resourceType": "core/pods"}
+	u := mustEval(t, "quota.usage(input)", query).(map[string]any)
+	assertEqual(t, "units in the usage", u["units"], units)
+	assertEqual(t, "display of the limit", mustEval(t, "quota.display(quota.usage(input).limit, quota.usage(input).units)", query), "2.5")
+	assertEqual(t, "display of the available", mustEval(t, "quota.display(quota.usage(input).available, quota.usage(input).units)", query), "2")
+
+	for _, tc := range []struct {
+		call, want string
+	}{
+		{`quota.display(1, {"baseUnit": "x", "displayUnit": "thirds", "unitConversionFactor": 3})`, "1/3"},
+		{`quota.display(1e3, {"baseUnit": "m", "displayUnit": "cores", "unitConversionFactor": 1000})`, "1"},
+		{`quota.display(9223372036854775807, {"baseUnit": "m", "displayUnit": "cores", "unitConversionFactor": 1000})`, "9223372036854775.807"},
+		{`quota.display(7, {"baseUnit": "pods", "displayUnit": "pods", "unitConversionFactor": 1})`, "7"},
+		{`quota.display(7, {})`, "7"},
+	} {
+		assertEqual(t, tc.call, mustEval(t, tc.call, nil), tc.want)
+	}
+
+	builtins.UseUnits(nil)
+	u = mustEval(t, "quota.usage(input)", query).(map[string]any)
+	assertEqual(t, "units without a source", u["units"], map[string]any{})
+}
+
+func TestDisplayHaltsOnBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		call  string
+		input any
+		want  string
+	}{
+		{`quota.display(0.5, {})`, nil, "quota.display: amount: must be a whole number, got 0.5"},
+		// The type checker refuses a literal string; input reaches the builtin.
+		{`quota.display(input, {})`, "1", "quota.display: amount: must be a number, got string"},
+		{`quota.display(1, {"displayUnits": "cores"})`, nil, "quota.display: units.displayUnits: unknown field (allowed: baseUnit, displayUnit, unitConversionFactor)"},
+		{`quota.display(1, {"unitConversionFactor": "1000"})`, nil, "quota.display: units.unitConversionFactor: must be a number, got string"},
+	} {
+		_, err := eval(t, tc.call, tc.input)
+		if got := haltMessage(t, err); got != tc.want {
+			t.Errorf("%s: halted with %q, want %q", tc.call, got, tc.want)
+		}
+	}
 }
 
 func TestInvalidInputHaltsWithTheFieldAndChangesNothing(t *testing.T) {

@@ -3,6 +3,7 @@
 //	quota.reserve(claim)        reserve a claim, all or nothing; returns the decision
 //	quota.usage(query)          read one bucket's limit, allocated, reserved, available
 //	quota.quantity(value, unit) a Kubernetes quantity as a whole number of unit, rounded up
+//	quota.display(amount, units) an amount in its display unit, exactly ("0.5", "10/3")
 //	quota.policy_claim(request) what a ClaimCreationPolicy claims for one object
 //
 // The argument and result shapes are documented in docs/policy-authoring.md
@@ -18,7 +19,8 @@
 // Which ledger the builtins use is the hosting process's choice, made with
 // Use: a memory-store ledger for quotactl and tests, the Kubernetes store
 // inside Gatekeeper. The ClaimCreationPolicies quota.policy_claim renders
-// are set the same way, with UseClaimPolicies. Both are package-level
+// are set the same way, with UseClaimPolicies, and the registrations' units
+// that quota.reserve and quota.usage return with UseUnits. Both are package-level
 // settings because OPA gives a builtin no other way to reach process state.
 //
 // # Failing closed

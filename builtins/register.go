@@ -19,6 +19,8 @@ const (
 	ReserveName  = "quota.reserve"
 	UsageName    = "quota.usage"
 	QuantityName = "quota.quantity"
+	// DisplayName writes an amount in its resource type's display unit.
+	DisplayName = "quota.display"
 	// PolicyClaimName renders a ClaimCreationPolicy's claim for one object.
 	PolicyClaimName = "quota.policy_claim"
 )
@@ -36,7 +38,9 @@ var (
 				"{id, object: {apiGroup, kind, namespace, name, uid}, requests: [{consumer: {apiGroup, kind, name, namespace}, resourceType, amount, dimensions}], "+
 					"metadata: {name, generateName, namespace, labels, annotations}} (metadata names the claim's ResourceClaim view; optional)")),
 			types.Named("decision", anyObject).Description(
-				"{id, granted, message, requests: [{consumer, resourceType, dimensions, amount, bucket, granted, reason, limit, allocated, reserved, available, message}]}"),
+				"{id, granted, message, requests: [{consumer, resourceType, dimensions, amount, bucket, granted, reason, limit, allocated, reserved, available, message, units, effectiveResourceGrant}]} "+
+					"(units: {baseUnit, displayUnit, unitConversionFactor} of the resource type's registration, {} when unknown; "+
+					"effectiveResourceGrant: the name of the consumer's EffectiveResourceGrant for the resource type)"),
 		),
 		// Nondeterministic: the result depends on ledger state, so partial
 		// evaluation must never fold a call into a constant.
@@ -48,7 +52,7 @@ var (
 		Decl: types.NewFunction(
 			types.Args(types.Named("query", anyObject).Description(
 				"{consumer: {apiGroup, kind, name, namespace}, resourceType, dimensions}")),
-			types.Named("usage", anyObject).Description("{bucket, limit, allocated, reserved, available}"),
+			types.Named("usage", anyObject).Description("{bucket, limit, allocated, reserved, available, units, effectiveResourceGrant} (as in quota.reserve's requests)"),
 		),
 		Nondeterministic: true,
 	}
@@ -62,6 +66,19 @@ var (
 				types.Named("unit", types.S).Description("the base unit as a quantity suffix"),
 			),
 			types.Named("amount", types.N).Description("the value in whole units, rounded up"),
+		),
+	}
+	displayFunction = &rego.Function{
+		Name: DisplayName,
+		Description: "Writes an amount of base units in the display unit of units (as quota.reserve and quota.usage return them), exactly: " +
+			"\"0.5\" for 500 at unitConversionFactor 1000, a fraction in lowest terms (\"10/3\") when the decimal would not end, " +
+			"the amount itself when units declare no display unit other than the base unit. Halts on a fractional amount or malformed units.",
+		Decl: types.NewFunction(
+			types.Args(
+				types.Named("amount", types.N).Description("a whole number of base units"),
+				types.Named("units", anyObject).Description("{baseUnit, displayUnit, unitConversionFactor}"),
+			),
+			types.Named("display", types.S).Description("the amount in display units, without the unit's name"),
 		),
 	}
 	policyClaimFunction = &rego.Function{
@@ -81,7 +98,7 @@ var (
 		// holds, which change; partial evaluation must not fold it.
 		Nondeterministic: true,
 	}
-	functions = []*rego.Function{reserveFunction, usageFunction, quantityFunction, policyClaimFunction}
+	functions = []*rego.Function{reserveFunction, usageFunction, quantityFunction, displayFunction, policyClaimFunction}
 )
 
 var registerOnce sync.Once
@@ -94,6 +111,7 @@ func Register() {
 		rego.RegisterBuiltin1(reserveFunction, reserve)
 		rego.RegisterBuiltin1(usageFunction, usage)
 		rego.RegisterBuiltin2(quantityFunction, quantity)
+		rego.RegisterBuiltin2(displayFunction, display)
 		rego.RegisterBuiltin1(policyClaimFunction, policyClaim)
 	})
 }

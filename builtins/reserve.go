@@ -7,6 +7,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/metrics"
 )
@@ -121,6 +123,10 @@ func decisionJSON(id string, d ledger.Decision) map[string]any {
 			"reserved":     r.Reserved,
 			"available":    r.Available,
 			"message":      r.Message,
+			// How to show the numbers, and the object that shows them to
+			// the tenant: denials name both (rego/lib/quota.rego).
+			"units":                  unitsJSON(r.Request.ResourceType),
+			"effectiveResourceGrant": effectiveGrantName(r.Request.Consumer, r.Request.ResourceType),
 		}
 	}
 	return map[string]any{
@@ -129,6 +135,12 @@ func decisionJSON(id string, d ledger.Decision) map[string]any {
 		"message":  d.Message(),
 		"requests": reqs,
 	}
+}
+
+// effectiveGrantName is the consumer's EffectiveResourceGrant for the
+// resource type: kept in every namespace of the consumer under this name.
+func effectiveGrantName(c ledger.Consumer, resourceType string) string {
+	return quotav1alpha1.EffectiveResourceGrantName(ledgerconv.ConsumerRef(c), resourceType)
 }
 
 func consumerJSON(c ledger.Consumer) map[string]any {

@@ -44,6 +44,10 @@ func usage(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 		"allocated": u.Allocated,
 		"reserved":  u.Reserved,
 		"available": u.Available,
+		"units":     unitsJSON(key.ResourceType),
+		// As quota.reserve's requests: a denial names the object that shows
+		// the numbers.
+		"effectiveResourceGrant": effectiveGrantName(key.Consumer, key.ResourceType),
 	})
 }
 

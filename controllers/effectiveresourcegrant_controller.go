@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +23,6 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/names"
 )
 
 // +kubebuilder:rbac:groups=quota.miloapis.com,resources=effectiveresourcegrants,verbs=get;list;watch;create;update;patch;delete
@@ -59,7 +59,45 @@ func (r *effectiveReconciler) setup(mgr ctrl.Manager) error {
 			})).
 		Watches(&corev1.Namespace{}, handler.TypedEnqueueRequestsFromMapFunc(r.pairsOfNamespace),
 			builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		// The units shown come from the resource type's registration.
+		Watches(&quotav1alpha1.ResourceRegistration{}, handler.TypedEnqueueRequestsFromMapFunc(r.pairsOfRegistration)).
 		Complete(r)
+}
+
+// pairsOfRegistration: a registration that changes its units, or becomes
+// active or not, changes the units every pair of its resource type shows.
+// Registrations change rarely; listing the buckets then is cheap enough.
+func (r *effectiveReconciler) pairsOfRegistration(ctx context.Context, o client.Object) []pair {
+	reg := o.(*quotav1alpha1.ResourceRegistration)
+	var buckets quotav1alpha1.AllowanceBucketList
+	if err := r.client.List(ctx, &buckets); err != nil {
+		log.FromContext(ctx).Error(err, "list buckets for registration", "registration", reg.Name)
+	}
+	seen := map[pair]bool{}
+	for _, b := range buckets.Items {
+		if b.Spec.ResourceType == reg.Spec.ResourceType {
+			seen[pair{ledgerconv.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType}] = true
+		}
+	}
+	return slices.Collect(maps.Keys(seen))
+}
+
+// unitsOf returns the units of resourceType's active registration, nil when
+// none is active (the registration controller makes at most one active).
+func (r *effectiveReconciler) unitsOf(ctx context.Context, resourceType string) (*quotav1alpha1.Units, error) {
+	var regs quotav1alpha1.ResourceRegistrationList
+	if err := r.client.List(ctx, &regs); err != nil {
+		return nil, err
+	}
+	for i := range regs.Items {
+		reg := &regs.Items[i]
+		if reg.Spec.ResourceType == resourceType && reg.DeletionTimestamp == nil &&
+			meta.IsStatusConditionTrue(reg.Status.Conditions, quotav1alpha1.ConditionActive) {
+			u := quotav1alpha1.UnitsOf(reg)
+			return &u, nil
+		}
+	}
+	return nil, nil
 }
 
 // pairsOfNamespace: a namespace that gains or loses a consumer's label
@@ -113,7 +151,11 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 			return reconcile.Result{}, err
 		}
 	}
-	status := summarize(buckets.Items)
+	units, err := r.unitsOf(ctx, p.ResourceType)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	status := summarize(buckets.Items, units)
 	var errs []error
 	for i := range existing.Items {
 		e := &existing.Items[i]
@@ -126,7 +168,7 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 	}
 	for _, ns := range slices.Sorted(maps.Keys(targets)) {
 		e := &quotav1alpha1.EffectiveResourceGrant{}
-		e.Namespace, e.Name = ns, effectiveName(p)
+		e.Namespace, e.Name = ns, quotav1alpha1.EffectiveResourceGrantName(ledgerconv.ConsumerRef(p.Consumer), p.ResourceType)
 		e.Spec = quotav1alpha1.EffectiveResourceGrantSpec{ConsumerRef: ledgerconv.ConsumerRef(p.Consumer), ResourceType: p.ResourceType}
 		if err := r.client.Create(ctx, e); err != nil {
 			if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) { // forbidden: namespace terminating
@@ -185,10 +227,11 @@ func (r *effectiveReconciler) writeStatus(ctx context.Context, e *quotav1alpha1.
 	return ignoreConflict(client.IgnoreNotFound(r.client.Status().Update(ctx, e)))
 }
 
-// summarize totals buckets. Sums saturate at the int64 maximum rather than
-// fail: this is a read-only view, and each bucket's own figures are exact.
-func summarize(buckets []quotav1alpha1.AllowanceBucket) quotav1alpha1.EffectiveResourceGrantStatus {
-	var st quotav1alpha1.EffectiveResourceGrantStatus
+// summarize totals buckets, and writes the totals in units (nil: unknown,
+// bare numbers). Sums saturate at the int64 maximum rather than fail: this
+// is a read-only view, and each bucket's own figures are exact.
+func summarize(buckets []quotav1alpha1.AllowanceBucket, units *quotav1alpha1.Units) quotav1alpha1.EffectiveResourceGrantStatus {
+	st := quotav1alpha1.EffectiveResourceGrantStatus{Units: units}
 	slices.SortFunc(buckets, func(a, b quotav1alpha1.AllowanceBucket) int { return strings.Compare(a.Name, b.Name) })
 	for _, b := range buckets {
 		s := b.Status
@@ -200,6 +243,14 @@ func summarize(buckets []quotav1alpha1.AllowanceBucket) quotav1alpha1.EffectiveR
 			Name: b.Name, Namespace: b.Namespace, Dimensions: b.Spec.Dimensions,
 			Limit: s.Limit, Allocated: s.Allocated, Reserved: s.Reserved, Available: s.Available,
 		})
+	}
+	var u quotav1alpha1.Units
+	if units != nil {
+		u = *units
+	}
+	st.Display = &quotav1alpha1.DisplayTotals{
+		Limit: u.Format(st.TotalLimit), Allocated: u.Format(st.TotalAllocated),
+		Reserved: u.Format(st.TotalReserved), Available: u.Format(st.Available),
 	}
 	return st
 }
@@ -214,14 +265,4 @@ func saturatingAdd(a, b int64) int64 {
 	default:
 		return math.MinInt64
 	}
-}
-
-// effectiveNames name effective grants: readable from the resource type,
-// unique from a hash of the consumer and resource type.
-var effectiveNames = names.Scheme{Tag: "quotakeeper.effective/v1", Fallback: "effective", PrefixMax: 40, HashBytes: 8}
-
-// effectiveName is deterministic per consumer and resource type.
-func effectiveName(p pair) string {
-	c := p.Consumer
-	return effectiveNames.Name(p.ResourceType, c.APIGroup, c.Kind, c.Namespace, c.Name, p.ResourceType)
 }

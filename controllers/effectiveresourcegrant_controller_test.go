@@ -81,7 +81,24 @@ func TestEffectiveGrantsFollowTheConsumersNamespaces(t *testing.T) {
 	if refs[0].Name > refs[1].Name {
 		refs[0], refs[1] = refs[1], refs[0]
 	}
-	want := quotav1alpha1.EffectiveResourceGrantStatus{TotalLimit: 1500, TotalAllocated: 200, Available: 1300, AllowanceBucketRefs: refs}
+	want := quotav1alpha1.EffectiveResourceGrantStatus{
+		TotalLimit: 1500, TotalAllocated: 200, Available: 1300, AllowanceBucketRefs: refs,
+		Units:   &quotav1alpha1.Units{BaseUnit: "unit", UnitConversionFactor: 1},
+		Display: &quotav1alpha1.DisplayTotals{Limit: "1500 unit", Allocated: "200 unit", Reserved: "0 unit", Available: "1300 unit"},
+	}
+	wantEffective(t, acme, rt, []string{"t15-a"}, want)
+
+	// The registration's units reach the tenant's view, converted exactly.
+	reg := &quotav1alpha1.ResourceRegistration{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "t15-cpu"}, reg); err != nil {
+		t.Fatal(err)
+	}
+	reg.Spec.BaseUnit, reg.Spec.DisplayUnit, reg.Spec.UnitConversionFactor = "millicores", "cores", 1000
+	if err := k8s.Update(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	want.Units = &quotav1alpha1.Units{BaseUnit: "millicores", DisplayUnit: "cores", UnitConversionFactor: 1000}
+	want.Display = &quotav1alpha1.DisplayTotals{Limit: "1.5 cores", Allocated: "0.2 cores", Reserved: "0 cores", Available: "1.3 cores"}
 	wantEffective(t, acme, rt, []string{"t15-a"}, want)
 
 	label := func(ns string, labels map[string]string) {

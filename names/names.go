@@ -2,8 +2,9 @@
 // a dash, and the hex of a sha256 over length-prefixed fields. Buckets and
 // effective grants are named this way so that a retry, a restart or another
 // process finds the object already made. It is a package of its own because
-// the ledger (bucket names) and the controllers (effective grant names) both
-// need it and neither should import the other for it.
+// the ledger (bucket names) and the API (effective grant names, which the
+// controllers and quota denials both use) need it and neither should import
+// the other for it.
 package names
 
 import (

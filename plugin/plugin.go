@@ -5,9 +5,11 @@
 // one-line overlay file (hack/gatekeeper); see docs/architecture.md.
 //
 // Only the decision path runs inside Gatekeeper: the grant mirror (an
-// informer on ResourceGrants), the ledger over AllowanceBucket status, and
-// the ClaimCreationPolicies the QuotaClaimPolicy template renders (an
-// informer on ClaimCreationPolicies, compiled by package claimpolicies). The
+// informer on ResourceGrants), the ledger over AllowanceBucket status, the
+// ClaimCreationPolicies the QuotaClaimPolicy template renders (an informer
+// on ClaimCreationPolicies, compiled by package claimpolicies), and the
+// registrations' units that denials show amounts in (an informer on
+// ResourceRegistrations). The
 // observer that counts objects and folds or expires reservations, and the
 // controllers, run in the separate, leader-elected quotakeeper manager; every
 // Gatekeeper replica may decide at once, which the ledger's compare-and-swap
@@ -87,6 +89,11 @@ func AddToManager(mgr manager.Manager) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &quotav1alpha1.QuotaBypass{}, cache.BlockUntilSynced(false)); err != nil {
 		return fmt.Errorf("quotakeeper: QuotaBypass informer: %w", err)
 	}
+	units := newRegistrationUnits()
+	if err := units.register(context.Background(), mgr.GetCache()); err != nil {
+		return fmt.Errorf("quotakeeper: %w", err)
+	}
+	builtins.UseUnits(units)
 	policies := claimpolicies.NewSet()
 	if err := policies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
 		return fmt.Errorf("quotakeeper: %w", err)

@@ -55,7 +55,7 @@ func TestClaimPolicyAllowsUpToTheGrantAndDeniesPastIt(t *testing.T) {
 	assertMessages(t, "create 1", h.review(createAs(alice, "req-1", configMap("team-a", "cm1"))))
 	assertMessages(t, "create 2", h.review(createAs(alice, "req-2", configMap("team-a", "cm2"))))
 	assertMessages(t, "create 3", h.review(createAs(alice, "req-3", configMap("team-a", "cm3"))),
-		"quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 2 (allocated 0, reserved 2)")
+		"quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 2 (allocated 0, reserved 2)"+seeEffective("team-a", teamA, "core/configmaps"))
 	assertUsage(t, h, teamA, "core/configmaps", ledger.Usage{Limit: 2, Reserved: 2})
 
 	// A retried request finds its reservation under the object's uid.
@@ -119,7 +119,7 @@ func TestClaimPoliciesEachClaimAndEachIsAllOrNothing(t *testing.T) {
 	// No key left: the policy's bytes are not taken either; the other
 	// policy's claim is its own.
 	assertMessages(t, "no key left", h.review(createAs(alice, "req-2", cm("cm2", map[string]any{"payload": "12"}))),
-		"quota exceeded for Namespace team-a: requested 1 of core/configmap-keys, available 0 of 1 (allocated 0, reserved 1)")
+		"quota exceeded for Namespace team-a: requested 1 of core/configmap-keys, available 0 of 1 (allocated 0, reserved 1)"+seeEffective("team-a", teamA, "core/configmap-keys"))
 	assertUsage(t, h, teamA, "core/configmap-bytes", ledger.Usage{Limit: 100, Reserved: 3, Available: 97})
 	assertUsage(t, h, teamA, "core/configmaps", ledger.Usage{Limit: 5, Reserved: 2, Available: 3})
 }
@@ -138,7 +138,7 @@ func TestClaimPolicyDryRunAuditAndUpdatesNeverReserve(t *testing.T) {
 	assertUsage(t, h, teamA, "core/configmaps", none)
 
 	assertMessages(t, "create", h.review(createAs(alice, "req-4", configMap("team-a", "cm1"))))
-	const full = "quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 1 (allocated 0, reserved 1)"
+	full := "quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 1 (allocated 0, reserved 1)" + seeEffective("team-a", teamA, "core/configmaps")
 	dryRun = createAs(alice, "req-5", configMap("team-a", "cm2"))
 	dryRun.dryRun = true
 	assertMessages(t, "dry run at the limit", h.review(dryRun), full)

@@ -3,6 +3,7 @@ package rego_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"slices"
 	"testing"
@@ -24,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
@@ -210,4 +213,11 @@ func mustJSON(t testing.TB, v any) []byte {
 
 func metaGVK(gvk schema.GroupVersionKind) metav1.GroupVersionKind {
 	return metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind}
+}
+
+// seeEffective is how a denial in namespace ns ends: the EffectiveResourceGrant
+// of consumer c for resourceType, and the command that shows it.
+func seeEffective(ns string, c ledger.Consumer, resourceType string) string {
+	return fmt.Sprintf("; see EffectiveResourceGrant %s/%s (kubectl quota usage -n %s)",
+		ns, quotav1alpha1.EffectiveResourceGrantName(ledgerconv.ConsumerRef(c), resourceType), ns)
 }

@@ -102,7 +102,7 @@ func TestEntityAllowsUpToTheLimitAndDeniesPastIt(t *testing.T) {
 	}
 	got := h.review(request{op: create, uid: "req-4", obj: configMap("team-a", "cm4")})
 	assertMessages(t, "create 4", got,
-		"quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 3 (allocated 0, reserved 3)")
+		"quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 3 (allocated 0, reserved 3)"+seeEffective("team-a", teamA, "core/configmaps"))
 	assertUsage(t, h, teamA, "core/configmaps", ledger.Usage{Limit: 3, Reserved: 3, Available: 0})
 }
 
@@ -116,7 +116,7 @@ func TestEntityRepeatedRequestReservesOnce(t *testing.T) {
 	}
 	assertUsage(t, h, teamA, "core/configmaps", ledger.Usage{Limit: 1, Reserved: 1})
 	assertMessages(t, "another object", h.review(request{op: create, uid: "req-2", obj: configMap("team-a", "cm2")}),
-		"quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 1 (allocated 0, reserved 1)")
+		"quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 1 (allocated 0, reserved 1)"+seeEffective("team-a", teamA, "core/configmaps"))
 }
 
 func TestEntityDryRunAuditAndUIDlessReviewsNeverReserve(t *testing.T) {
@@ -135,7 +135,7 @@ func TestEntityDryRunAuditAndUIDlessReviewsNeverReserve(t *testing.T) {
 	assertUsage(t, h, teamA, "core/configmaps", ledger.Usage{Limit: 1, Reserved: 1})
 
 	// At the limit a dry run is denied with exactly the real request's message.
-	const full = "quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 1 (allocated 0, reserved 1)"
+	full := "quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 1 (allocated 0, reserved 1)" + seeEffective("team-a", teamA, "core/configmaps")
 	assertMessages(t, "dry run at the limit", h.review(request{op: create, uid: "req-3", obj: configMap("team-a", "cm2"), dryRun: true}), full)
 	assertMessages(t, "create at the limit", h.review(request{op: create, uid: "req-4", obj: configMap("team-a", "cm2")}), full)
 	assertMessages(t, "audit at (not over) the limit", h.audit(configMap("team-a", "cm1")))
@@ -168,7 +168,7 @@ func TestEntitySharedQuotaAcrossNamespacesWithTheSameLabel(t *testing.T) {
 	assertMessages(t, "team-a", h.review(request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")}))
 	assertMessages(t, "team-b", h.review(request{op: create, uid: "req-2", obj: configMap("team-b", "cm1")}))
 	assertMessages(t, "team-a again", h.review(request{op: create, uid: "req-3", obj: configMap("team-a", "cm2")}),
-		"quota exceeded for Organization acme: requested 1 of core/configmaps, available 0 of 2 (allocated 0, reserved 2)")
+		"quota exceeded for Organization acme: requested 1 of core/configmaps, available 0 of 2 (allocated 0, reserved 2)"+seeEffective("team-a", acme, "core/configmaps"))
 	assertMessages(t, "team-c, another organization", h.review(request{op: create, uid: "req-4", obj: configMap("team-c", "cm1")}))
 	assertUsage(t, h, acme, "core/configmaps", ledger.Usage{Limit: 2, Reserved: 2})
 }
@@ -193,12 +193,12 @@ func TestEntityProjectAndOrganizationCapsTheSmallerWins(t *testing.T) {
 	}{
 		{
 			name: "organization smaller", project: 5, org: 2,
-			denied:          "quota exceeded for Organization acme: requested 1 of core/configmaps, available 0 of 2 (allocated 0, reserved 2)",
+			denied:          "quota exceeded for Organization acme: requested 1 of core/configmaps, available 0 of 2 (allocated 0, reserved 2)" + seeEffective("team-a", acme, "core/configmaps"),
 			projectReserved: 2, orgReserved: 2, projectAvailable: 3, orgAvailable: 0,
 		},
 		{
 			name: "project smaller", project: 2, org: 5,
-			denied:          "quota exceeded for Project web: requested 1 of core/configmaps, available 0 of 2 (allocated 0, reserved 2)",
+			denied:          "quota exceeded for Project web: requested 1 of core/configmaps, available 0 of 2 (allocated 0, reserved 2)" + seeEffective("team-a", web, "core/configmaps"),
 			projectReserved: 2, orgReserved: 2, projectAvailable: 0, orgAvailable: 3,
 		},
 	} {
@@ -263,7 +263,7 @@ func TestAllocationCountsReplicasTimesRequestsInMillicores(t *testing.T) {
 	assertMessages(t, "3 x (500m + 0.1)", h.review(request{op: create, uid: "req-1", obj: deployment("team-a", "web", 3, "500m", "0.1")}))
 	assertUsage(t, h, teamA, "core/requests.cpu", ledger.Usage{Limit: 2000, Reserved: 1800, Available: 200})
 	assertMessages(t, "1 x 1", h.review(request{op: create, uid: "req-2", obj: deployment("team-a", "api", 1, "1")}),
-		"quota exceeded for Namespace team-a: requested 1000 of core/requests.cpu, available 200 of 2000 (allocated 0, reserved 1800)")
+		"quota exceeded for Namespace team-a: requested 1000 of core/requests.cpu, available 200 of 2000 (allocated 0, reserved 1800)"+seeEffective("team-a", teamA, "core/requests.cpu"))
 	assertMessages(t, "2 x 100m", h.review(request{op: create, uid: "req-3", obj: deployment("team-a", "api", 2, "100m")}))
 	assertUsage(t, h, teamA, "core/requests.cpu", ledger.Usage{Limit: 2000, Reserved: 2000})
 	assertMessages(t, "0 replicas counts nothing", h.review(request{op: create, uid: "req-4", obj: deployment("team-a", "idle", 0, "8")}))
@@ -281,7 +281,7 @@ func TestAllocationUpdateReservesOnlyTheGrowth(t *testing.T) {
 	assertUsage(t, h, teamA, "core/requests.cpu", ledger.Usage{Limit: 1600, Reserved: 1500, Available: 100})
 	v3 := atGeneration(deployment("team-a", "web", 4, "500m"), 3)
 	assertMessages(t, "scale to 4", h.review(request{op: update, uid: "req-3", obj: v3, old: v2}),
-		"quota exceeded for Namespace team-a: requested 500 of core/requests.cpu, available 100 of 1600 (allocated 0, reserved 1500)")
+		"quota exceeded for Namespace team-a: requested 500 of core/requests.cpu, available 100 of 1600 (allocated 0, reserved 1500)"+seeEffective("team-a", teamA, "core/requests.cpu"))
 	assertMessages(t, "scale down", h.review(request{op: update, uid: "req-4", obj: atGeneration(v1, 3), old: v2}))
 	assertUsage(t, h, teamA, "core/requests.cpu", ledger.Usage{Limit: 1600, Reserved: 1500, Available: 100})
 	// The create and the growth are separate reservations of the object; the

@@ -39,10 +39,30 @@ type EffectiveResourceGrantStatus struct {
 	TotalReserved int64 `json:"totalReserved"`
 	// Available is the sum of what each bucket still has available.
 	Available int64 `json:"available"`
+	// Units are the units of the resource type's active ResourceRegistration,
+	// copied here because a tenant may not read registrations (they are
+	// cluster-scoped). Absent while no registration of the type is active.
+	// +optional
+	Units *Units `json:"units,omitempty"`
+	// Display is the totals as people read them: in the display unit when
+	// the registration declares one ("8 cores", "0.5 cores", exact: a
+	// fraction such as "10/3 dozens" when the decimal would not end), else
+	// in the base unit ("5 configmaps"), else bare numbers. The totals above
+	// stay the exact base-unit amounts.
+	// +optional
+	Display *DisplayTotals `json:"display,omitempty"`
 	// AllowanceBucketRefs are the buckets behind the totals.
 	// +listType=atomic
 	// +optional
 	AllowanceBucketRefs []BucketRef `json:"allowanceBucketRefs,omitempty"`
+}
+
+// DisplayTotals are an EffectiveResourceGrant's totals written for people.
+type DisplayTotals struct {
+	Limit     string `json:"limit"`
+	Allocated string `json:"allocated"`
+	Reserved  string `json:"reserved"`
+	Available string `json:"available"`
 }
 
 // EffectiveResourceGrant is the read-only view of a consumer's quota for one
@@ -53,10 +73,15 @@ type EffectiveResourceGrantStatus struct {
 // +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
 // +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
-// +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.totalLimit`
-// +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.totalAllocated`
-// +kubebuilder:printcolumn:name="Reserved",type=integer,JSONPath=`.status.totalReserved`
-// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.available`
+// +kubebuilder:printcolumn:name="Limit",type=string,JSONPath=`.status.display.limit`
+// +kubebuilder:printcolumn:name="Allocated",type=string,JSONPath=`.status.display.allocated`
+// +kubebuilder:printcolumn:name="Reserved",type=string,JSONPath=`.status.display.reserved`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.display.available`
+// +kubebuilder:printcolumn:name="Base Unit",type=string,JSONPath=`.status.units.baseUnit`,priority=1
+// +kubebuilder:printcolumn:name="Base Limit",type=integer,JSONPath=`.status.totalLimit`,priority=1
+// +kubebuilder:printcolumn:name="Base Allocated",type=integer,JSONPath=`.status.totalAllocated`,priority=1
+// +kubebuilder:printcolumn:name="Base Reserved",type=integer,JSONPath=`.status.totalReserved`,priority=1
+// +kubebuilder:printcolumn:name="Base Available",type=integer,JSONPath=`.status.available`,priority=1
 type EffectiveResourceGrant struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

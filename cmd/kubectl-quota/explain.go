@@ -15,6 +15,7 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/usage"
 )
 
 func newExplainCommand(o *options) *cobra.Command {
@@ -159,9 +160,9 @@ type explainRow struct {
 	ResourceType string                    `json:"resourceType"`
 	Dimensions   map[string]string         `json:"dimensions,omitempty"`
 	Amount       int64                     `json:"amount"`
-	Unit         unit                      `json:"unit"`
+	Unit         quotav1alpha1.Units       `json:"unit"`
 	BucketRef    bucketRef                 `json:"bucketRef"`
-	Bucket       *usageRow                 `json:"bucket,omitempty"`
+	Bucket       *usage.Row                `json:"bucket,omitempty"`
 }
 
 type bucketRef struct {
@@ -175,7 +176,7 @@ func (o *options) explain(ctx context.Context, c client.Client, obj *metav1.Part
 	if err != nil {
 		return nil, err
 	}
-	us, err := units(ctx, c)
+	us, err := usage.Units(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +199,11 @@ func (o *options) explain(ctx context.Context, c client.Client, obj *metav1.Part
 			if b, err := figures(ctx, ref); err != nil {
 				return nil, err
 			} else if b != nil {
+				// A tenant who may not read registrations has the units
+				// from the EffectiveResourceGrant the figures came from.
+				if row.Unit == (quotav1alpha1.Units{}) {
+					row.Unit = b.Unit
+				}
 				b.Unit = row.Unit
 				row.Bucket = b
 			}
@@ -267,10 +273,10 @@ func bucketName(v quotav1alpha1.ResourceClaim, c quotav1alpha1.ConsumerRef, req 
 // when the caller may read it, else the copy in an EffectiveResourceGrant of
 // the object's namespace (which a tenant may read), else nil. The rows
 // `usage` shows for that namespace already hold both, read once.
-func (o *options) bucketFigures(ctx context.Context, c client.Client, obj *metav1.PartialObjectMetadata) (func(context.Context, bucketRef) (*usageRow, error), error) {
-	copies := map[bucketRef]usageRow{}
+func (o *options) bucketFigures(ctx context.Context, c client.Client, obj *metav1.PartialObjectMetadata) (func(context.Context, bucketRef) (*usage.Row, error), error) {
+	copies := map[bucketRef]usage.Row{}
 	if ns := o.defaultViewNamespace(obj); ns != "" {
-		rows, err := namespaceUsage(ctx, c, ns)
+		rows, err := usage.NamespaceRows(ctx, c, ns)
 		if err != nil && !apierrors.IsForbidden(err) {
 			return nil, err
 		}
@@ -278,16 +284,16 @@ func (o *options) bucketFigures(ctx context.Context, c client.Client, obj *metav
 			copies[bucketRef{Namespace: r.BucketNamespace, Name: r.Bucket}] = r
 		}
 	}
-	buckets := bucketReader{c: c}
-	return func(ctx context.Context, ref bucketRef) (*usageRow, error) {
+	buckets := usage.NewBucketReader(c)
+	return func(ctx context.Context, ref bucketRef) (*usage.Row, error) {
 		if r, ok := copies[ref]; ok {
 			return &r, nil
 		}
-		b, err := buckets.get(ctx, ref.Namespace, ref.Name)
+		b, err := buckets.Get(ctx, ref.Namespace, ref.Name)
 		if b == nil || err != nil {
 			return nil, err
 		}
-		r := rowOfBucket(b)
+		r := usage.RowOfBucket(b)
 		return &r, nil
 	}, nil
 }
@@ -312,12 +318,12 @@ func explainTable(rows []explainRow, wide bool) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: explainColumns}
 	for _, r := range rows {
 		cells := []any{
-			r.View, r.Consumer.Kind, consumerName(r.Consumer), r.ResourceType, dimensions(r.Dimensions),
-			amount(r.Unit, r.Amount, wide),
+			r.View, r.Consumer.Kind, usage.ConsumerName(r.Consumer), r.ResourceType, usage.Dimensions(r.Dimensions),
+			usage.Amount(r.Unit, r.Amount, wide),
 		}
 		if b := r.Bucket; b != nil {
-			cells = append(cells, amount(r.Unit, b.Used, wide), amount(r.Unit, b.Reserved, wide),
-				amount(r.Unit, b.Limit, wide), amount(r.Unit, b.Available, wide))
+			cells = append(cells, usage.Amount(r.Unit, b.Used, wide), usage.Amount(r.Unit, b.Reserved, wide),
+				usage.Amount(r.Unit, b.Limit, wide), usage.Amount(r.Unit, b.Available, wide))
 		} else {
 			cells = append(cells, "<unknown>", "<unknown>", "<unknown>", "<unknown>")
 		}

@@ -13,7 +13,8 @@ func newCapabilitiesCommand() *cobra.Command {
 		Use:   "capabilities",
 		Short: "Print OPA's capabilities with the quota builtins declared (rego/capabilities.json)",
 		Long: `Print OPA's capabilities for the linked OPA version plus the declarations of
-quota.reserve, quota.usage and quota.quantity, as JSON. Any OPA tool given
+the quota builtins (quota.reserve, quota.usage, quota.quantity, quota.display,
+quota.policy_claim), as JSON. Any OPA tool given
 this file (opa check/test --capabilities, editors) type-checks calls to the
 quota builtins. The committed copy is rego/capabilities.json:
 

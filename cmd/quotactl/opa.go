@@ -23,10 +23,10 @@ func newOPACommand() *cobra.Command {
 		Use:   "opa",
 		Short: "OPA's CLI with the quota builtins over an in-memory ledger",
 		Long: `OPA's CLI (the OPA version quotakeeper links) with quota.reserve, quota.usage,
-quota.quantity and quota.policy_claim registered. The builtins use an in-memory
+quota.quantity, quota.display and quota.policy_claim registered. The builtins use an in-memory
 ledger holding the grants of the --quota files, and the ClaimCreationPolicies
-of those files, fresh for each invocation and shared by every test of it:
-tests that reserve must use consumers of their own.
+and the registrations' units of those files, fresh for each invocation and
+shared by every test of it: tests that reserve must use consumers of their own.
 
   quotactl opa test --quota rego/testdata/quota.yaml rego/`,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
@@ -46,6 +46,7 @@ tests that reserve must use consumers of their own.
 			}
 			builtins.Use(l)
 			builtins.UseClaimPolicies(set.ClaimPolicies())
+			builtins.UseUnits(&set)
 			return nil
 		},
 	}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,8 +18,11 @@ import (
 	"syscall"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/usage"
 	"github.com/quotakeeper/quotakeeper/version"
 )
 
@@ -78,7 +82,7 @@ func run(ctx context.Context, dir, gatekeeper, manager string, replicas int, sam
 	defer ticker.Stop()
 	for {
 		var buf bytes.Buffer
-		if err := c.UsageTable(ctx, &buf); err == nil && !bytes.Equal(buf.Bytes(), last) {
+		if err := usageTable(ctx, c.Client, &buf); err == nil && !bytes.Equal(buf.Bytes(), last) {
 			fmt.Printf("%s\n%s\n", time.Now().Format(time.TimeOnly), buf.String())
 			last = buf.Bytes()
 		}
@@ -89,6 +93,20 @@ func run(ctx context.Context, dir, gatekeeper, manager string, replicas int, sam
 		case <-ticker.C:
 		}
 	}
+}
+
+// usageTable is the live table: what `kubectl quota usage -A -o wide`
+// prints (every bucket, in display units with the base units beside, and
+// what each namespace uses of a shared bucket), through the same printer.
+func usageTable(ctx context.Context, c client.Client, w io.Writer) error {
+	rows, err := usage.ClusterRows(ctx, c)
+	if err != nil {
+		return err
+	}
+	if err := usage.WithUnits(ctx, c, rows); err != nil {
+		return err
+	}
+	return usage.Print(w, rows, true)
 }
 
 // sampleFiles lists the YAML under dir in lexical order: file names carry a

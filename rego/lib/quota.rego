@@ -473,9 +473,82 @@ requests_audit_violations(requests) := {v |
 	}
 }
 
+# A denial: the consumer, the numbers in base units (exact, as the ledger
+# words them), the same numbers in the registration's display unit when it
+# has one, and where the tenant reads them. r is a request of quota.reserve's
+# decision, or quota.usage's answer with the query, amount and message.
 denial(r) := {
-	"msg": sprintf("quota exceeded for %s: %s", [display(r.consumer, r.dimensions), r.message]),
+	"msg": sprintf("quota exceeded for %s: %s%s%s", [
+		display(r.consumer, r.dimensions), r.message,
+		display_units_clause(r), see_clause(r),
+	]),
 	"details": details(r, r, r.amount),
+}
+
+# The numbers again in the display unit, when the registration declares one
+# other than the base unit (as v1alpha1.Units.HasDisplay), written exactly by
+# quota.display ("0.5", or "10/3" when the decimal would not end):
+#   "; in cores (1000 millicores each): requested 0.5, available 0 of 8 (allocated 7.5, reserved 0.5)"
+# Empty when the units are unknown (no active registration, or a plugin that
+# has not loaded them): the base-unit numbers are the decision's own.
+display_units_clause(r) := sprintf("; in %s (%d %s each): requested %s, available %s of %s (allocated %s, reserved %s)", [
+	u.displayUnit, u.unitConversionFactor, object.get(u, "baseUnit", "base units"),
+	quota.display(r.amount, u), quota.display(r.available, u), quota.display(r.limit, u),
+	quota.display(r.allocated, u), quota.display(r.reserved, u),
+]) if {
+	u := object.get(r, "units", {})
+	has_display_unit(u)
+} else := ""
+
+has_display_unit(u) if {
+	object.get(u, "displayUnit", "") != ""
+	object.get(u, "unitConversionFactor", 0) >= 1
+	not display_is_base(u)
+}
+
+display_is_base(u) if {
+	u.displayUnit == object.get(u, "baseUnit", "")
+	u.unitConversionFactor == 1
+}
+
+# Where the tenant reads the numbers: the consumer's EffectiveResourceGrant,
+# which the manager keeps in every namespace of the consumer (so in the
+# object's), and the kubectl plugin's table of them. A consumer the object's
+# namespace does not belong to (one named in the constraint's parameters), a
+# cluster-scoped object, or a Namespace being created (its
+# EffectiveResourceGrants do not exist yet) points to the whole cluster's
+# table.
+see_clause(r) := sprintf("; see EffectiveResourceGrant %s/%s (kubectl quota usage -n %s)", [namespace_name, erg, namespace_name]) if {
+	in_object_namespace(r.consumer)
+	erg := object.get(r, "effectiveResourceGrant", "")
+	erg != ""
+} else := sprintf("; see kubectl quota usage -n %s", [namespace_name]) if {
+	in_object_namespace(r.consumer)
+} else := "; see kubectl quota usage -A"
+
+# The object's namespace belongs to consumer c, as the manager decides where
+# EffectiveResourceGrants go (v1alpha1.NamespaceBelongsTo, and a namespaced
+# consumer's own namespace): it is c, its label for c's kind names c, or c
+# lives in it.
+in_object_namespace(c) if {
+	not is_namespace_object
+	namespace_name != ""
+	namespace_belongs_to(c)
+}
+
+namespace_belongs_to(c) if {
+	object.get(c, "apiGroup", "") == ""
+	c.kind == "Namespace"
+	c.name == namespace_name
+}
+
+namespace_belongs_to(c) if {
+	not is_namespace_kind(c)
+	namespace_labels[consumer_label_key(object.get(c, "apiGroup", ""), c.kind)] == c.name
+}
+
+namespace_belongs_to(c) if {
+	object.get(c, "namespace", "") == namespace_name
 }
 
 details(s, u, n) := {

@@ -71,6 +71,8 @@ refused(claim) := {
 		"reserved": 1,
 		"available": 0,
 		"message": sprintf("requested %d of core/pods, available 0 of 3 (allocated 2, reserved 1)", [claim.requests[0].amount]),
+		"units": {"baseUnit": "pods", "unitConversionFactor": 1},
+		"effectiveResourceGrant": "core-pods-0123",
 	}],
 }
 
@@ -91,11 +93,11 @@ echo(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [{
 	"message": sprintf("reserved %s %d", [claim.id, claim.requests[0].amount]),
 }]}
 
-full(_) := {"bucket": "core-pods-0123", "limit": 3, "allocated": 3, "reserved": 0, "available": 0}
+full(_) := {"bucket": "core-pods-0123", "limit": 3, "allocated": 3, "reserved": 0, "available": 0, "effectiveResourceGrant": "core-pods-0123"}
 
-roomy(_) := {"bucket": "core-pods-0123", "limit": 3, "allocated": 1, "reserved": 0, "available": 2}
+roomy(_) := {"bucket": "core-pods-0123", "limit": 3, "allocated": 1, "reserved": 0, "available": 2, "effectiveResourceGrant": "core-pods-0123"}
 
-over(_) := {"bucket": "core-pods-0123", "limit": 3, "allocated": 4, "reserved": 1, "available": 0}
+over(_) := {"bucket": "core-pods-0123", "limit": 3, "allocated": 4, "reserved": 1, "available": 0, "effectiveResourceGrant": "core-pods-0123"}
 
 # ---------------------------------------------------------------------------
 # Modes
@@ -305,7 +307,7 @@ v_granted_full(i) := vs if {
 
 test_refused_reservation_is_one_violation_with_the_numbers if {
 	v_refused_roomy(create) == {{
-		"msg": "quota exceeded for Namespace team-a: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1)",
+		"msg": "quota exceeded for Namespace team-a: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1); see EffectiveResourceGrant team-a/core-pods-0123 (kubectl quota usage -n team-a)",
 		"details": {
 			"consumer": {"apiGroup": "", "kind": "Namespace", "name": "team-a", "namespace": ""},
 			"resourceType": "core/pods",
@@ -326,7 +328,7 @@ test_granted_reservation_is_no_violation if {
 
 test_dimensions_are_named_in_the_message if {
 	i := inp(create.review, {"resourceType": "core/pods", "dimensions": {"zone": "b", "tier": "gold"}})
-	{v.msg | some v in v_refused_roomy(i)} == {"quota exceeded for Namespace team-a {tier=gold,zone=b}: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1)"}
+	{v.msg | some v in v_refused_roomy(i)} == {"quota exceeded for Namespace team-a {tier=gold,zone=b}: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1); see EffectiveResourceGrant team-a/core-pods-0123 (kubectl quota usage -n team-a)"}
 }
 
 test_audit_never_reserves if {
@@ -338,6 +340,75 @@ test_audit_reports_consumers_over_their_limit if {
 	{v.msg | some v in v_refused_over(inp(audit(pod("team-a", "p1", "uid-1")), pods))} == {"Namespace team-a is over its quota of core/pods: allocated 4, reserved 1, limit 3"}
 }
 
+# ---------------------------------------------------------------------------
+# What a denial shows: the display unit beside the base units, and where to
+# read the numbers.
+
+cores := {"baseUnit": "millicores", "displayUnit": "cores", "unitConversionFactor": 1000}
+
+refused_in_cores(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [object.union(claim.requests[0], {
+	"bucket": "b", "reason": "QuotaExceeded", "limit": 8000, "allocated": 7500, "reserved": 500, "available": 0,
+	"message": sprintf("requested %d of core/pods, available 0 of 8000 (allocated 7500, reserved 500)", [claim.requests[0].amount]),
+	"units": cores, "effectiveResourceGrant": "e",
+})]}
+
+refused_in_dozens(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [object.union(claim.requests[0], {
+	"bucket": "b", "reason": "QuotaExceeded", "limit": 40, "allocated": 30, "reserved": 4, "available": 6,
+	"message": sprintf("requested %d of core/pods, available 6 of 40 (allocated 30, reserved 4)", [claim.requests[0].amount]),
+	"units": {"baseUnit": "eggs", "displayUnit": "dozens", "unitConversionFactor": 12}, "effectiveResourceGrant": "e",
+})]}
+
+refused_in_base_units(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [object.union(claim.requests[0], {
+	"bucket": "b", "reason": "QuotaExceeded", "limit": 3, "allocated": 3, "reserved": 0, "available": 0,
+	"message": sprintf("requested %d of core/pods, available 0 of 3 (allocated 3, reserved 0)", [claim.requests[0].amount]),
+	"units": {"baseUnit": "pods", "displayUnit": "pods", "unitConversionFactor": 1}, "effectiveResourceGrant": "e",
+})]}
+
+test_denial_shows_the_display_unit_exactly if {
+	{v.msg | some v in quotalib.violations(500, 0)} == {"quota exceeded for Namespace team-a: requested 500 of core/pods, available 0 of 8000 (allocated 7500, reserved 500); in cores (1000 millicores each): requested 0.5, available 0 of 8 (allocated 7.5, reserved 0.5); see EffectiveResourceGrant team-a/e (kubectl quota usage -n team-a)"} with input as create
+		with quota.reserve as refused_in_cores
+
+	# 7 eggs is 7/12 of a dozen: no finite decimal, so the exact fraction;
+	# 6 eggs is 0.5.
+	{v.msg | some v in quotalib.violations(7, 0)} == {"quota exceeded for Namespace team-a: requested 7 of core/pods, available 6 of 40 (allocated 30, reserved 4); in dozens (12 eggs each): requested 7/12, available 0.5 of 10/3 (allocated 2.5, reserved 1/3); see EffectiveResourceGrant team-a/e (kubectl quota usage -n team-a)"} with input as create
+		with quota.reserve as refused_in_dozens
+
+	# A display unit that is the base unit adds nothing.
+	{v.msg | some v in quotalib.violations(1, 0)} == {"quota exceeded for Namespace team-a: requested 1 of core/pods, available 0 of 3 (allocated 3, reserved 0); see EffectiveResourceGrant team-a/e (kubectl quota usage -n team-a)"} with input as create
+		with quota.reserve as refused_in_base_units
+}
+
+test_denial_of_a_namespace_points_to_the_whole_cluster if {
+	# A Namespace being created has no EffectiveResourceGrants yet.
+	ns := {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-z", "uid": "uid-ns", "labels": {"resourcemanager.miloapis.com/organization": "acme"}}}
+	{v.msg | some v in quotalib.violations(1, 0)} == {"quota exceeded for Organization acme: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1); see kubectl quota usage -A"} with input as inp(admission("CREATE", "req-1", ns), by_org)
+		with quota.reserve as refused
+}
+
+test_denial_for_a_consumer_the_namespace_does_not_belong_to_points_to_the_whole_cluster if {
+	# A consumer named in the parameters: team-a is not one of globex's
+	# namespaces, so globex's EffectiveResourceGrants are elsewhere.
+	params := {"resourceType": "core/pods", "consumers": [{"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization", "name": "globex"}]}
+	{v.msg | some v in quotalib.violations(1, 0)} == {"quota exceeded for Organization globex: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1); see kubectl quota usage -A"} with input as inp(create.review, params)
+		with data.inventory as acme
+		with quota.reserve as refused
+
+	# The same consumer found through the namespace's label is there.
+	{v.msg | some v in quotalib.violations(1, 0)} == {"quota exceeded for Organization acme: requested 1 of core/pods, available 0 of 3 (allocated 2, reserved 1); see EffectiveResourceGrant team-a/core-pods-0123 (kubectl quota usage -n team-a)"} with input as inp(create.review, by_org)
+		with data.inventory as acme
+		with quota.reserve as refused
+}
+
+test_display_builtin_is_exact if {
+	quota.display(500, cores) == "0.5"
+	quota.display(8000, cores) == "8"
+	quota.display(1, cores) == "0.001"
+	quota.display(1, {"baseUnit": "x", "displayUnit": "thirds", "unitConversionFactor": 3}) == "1/3"
+	quota.display(1536, {"baseUnit": "B", "displayUnit": "KiB", "unitConversionFactor": 1024}) == "1.5"
+	quota.display(7, {"baseUnit": "pods"}) == "7"
+	quota.display(7, {}) == "7"
+}
+
 test_audit_over_limit_report_can_be_disabled if {
 	params := object.union(pods, {"reportOverLimit": false})
 	count(v_refused_over(inp(audit(pod("team-a", "p1", "uid-1")), params))) == 0
@@ -346,7 +417,7 @@ test_audit_over_limit_report_can_be_disabled if {
 test_dry_run_never_reserves_but_predicts_the_denial if {
 	review := object.union(create.review, {"dryRun": true})
 	count(v_refused_roomy(inp(review, pods))) == 0
-	{v.msg | some v in v_granted_full(inp(review, pods))} == {"quota exceeded for Namespace team-a: requested 1 of core/pods, available 0 of 3 (allocated 3, reserved 0)"}
+	{v.msg | some v in v_granted_full(inp(review, pods))} == {"quota exceeded for Namespace team-a: requested 1 of core/pods, available 0 of 3 (allocated 3, reserved 0); see EffectiveResourceGrant team-a/core-pods-0123 (kubectl quota usage -n team-a)"}
 }
 
 test_admission_without_request_uid_never_reserves if {
@@ -357,7 +428,7 @@ test_admission_without_request_uid_never_reserves if {
 test_update_reserves_only_the_growth_under_its_own_id if {
 	i := inp(admission("UPDATE", "req-2", at_generation(pod("team-a", "p1", "uid-1"), 2)), pods)
 	vs := quotalib.violations(5, 3) with input as i with quota.reserve as echo with quota.usage as roomy
-	{v.msg | some v in vs} == {"quota exceeded for Namespace team-a: reserved uid-1/2/2 2"}
+	{v.msg | some v in vs} == {"quota exceeded for Namespace team-a: reserved uid-1/2/2 2; see kubectl quota usage -n team-a"}
 }
 
 test_update_that_does_not_grow_reserves_nothing if {
@@ -520,7 +591,7 @@ test_scale_up_reserves_the_growth_under_the_workloads_next_generation if {
 	msgs := scale_msgs with input as inp(scale_of_web(3, 4), cpu_with_scale)
 		with data.inventory as web_synced
 		with quota.reserve as echo
-	msgs == {"quota exceeded for Namespace team-a: reserved uid-web/5/500 500"}
+	msgs == {"quota exceeded for Namespace team-a: reserved uid-web/5/500 500; see kubectl quota usage -n team-a"}
 }
 
 test_scale_that_does_not_add_replicas_is_not_checked if {
@@ -532,7 +603,7 @@ test_scale_that_does_not_add_replicas_is_not_checked if {
 
 	# spec.replicas 0 is omitted from a Scale.
 	from_zero := scale_review("req-s", deployments, scale_at(2, "41"), json.remove(scale_at(0, "41"), ["spec/replicas"]))
-	scale_msgs == {"quota exceeded for Namespace team-a: reserved uid-web/5/1000 1000"} with input as inp(from_zero, cpu_with_scale)
+	scale_msgs == {"quota exceeded for Namespace team-a: reserved uid-web/5/1000 1000; see kubectl quota usage -n team-a"} with input as inp(from_zero, cpu_with_scale)
 		with data.inventory as web_synced
 		with quota.reserve as echo
 }
@@ -564,7 +635,7 @@ test_scale_against_a_stale_synced_copy_denies if {
 
 test_scale_dry_run_predicts_the_denial_without_reserving if {
 	r := object.union(scale_of_web(3, 20), {"dryRun": true})
-	scale_msgs == {"quota exceeded for Namespace team-a: requested 8500 of core/requests.cpu, available 0 of 3 (allocated 3, reserved 0)"} with input as inp(r, cpu_with_scale)
+	scale_msgs == {"quota exceeded for Namespace team-a: requested 8500 of core/requests.cpu, available 0 of 3 (allocated 3, reserved 0); see EffectiveResourceGrant team-a/core-pods-0123 (kubectl quota usage -n team-a)"} with input as inp(r, cpu_with_scale)
 		with data.inventory as web_synced
 		with quota.reserve as echo
 		with quota.usage as full
@@ -575,7 +646,7 @@ test_scale_of_a_core_kind_and_a_custom_resource if {
 	rc := json.patch(web_at(3, 4, "41"), [{"op": "replace", "path": "/apiVersion", "value": "v1"}, {"op": "replace", "path": "/kind", "value": "ReplicationController"}])
 	p := object.union(cpu_with_scale, {"scaleTargets": [{"kind": "ReplicationController"}]})
 	r := scale_review("req-s", rcs, scale_at(4, "41"), scale_at(3, "41"))
-	scale_msgs == {"quota exceeded for Namespace team-a: reserved uid-web/5/500 500"} with input as inp(r, p)
+	scale_msgs == {"quota exceeded for Namespace team-a: reserved uid-web/5/500 500; see kubectl quota usage -n team-a"} with input as inp(r, p)
 		with data.inventory as synced("v1", "ReplicationController", rc)
 		with quota.reserve as echo
 	scale_msgs == {`quota: cannot check the scale of ReplicationController "web": it is not in Gatekeeper's synced inventory (sync v1 ReplicationController)`} with input as inp(r, p)
@@ -594,7 +665,7 @@ test_scale_of_a_core_kind_and_a_custom_resource if {
 		"scaleTargets": [{"apiGroup": "example.com", "kind": "Proxy", "resource": "proxies"}],
 	}
 	rp := scale_review("req-s", proxies, scale_at(5, "41"), scale_at(3, "41"))
-	scale_msgs == {"quota exceeded for Namespace team-a: reserved uid-web/2/500 500"} with input as inp(rp, pp)
+	scale_msgs == {"quota exceeded for Namespace team-a: reserved uid-web/2/500 500; see kubectl quota usage -n team-a"} with input as inp(rp, pp)
 		with data.inventory as synced("example.com/v2", "Proxy", proxy)
 		with quota.reserve as echo
 }
@@ -617,7 +688,7 @@ real(op, request_uid, ns, uid) := msgs if {
 test_real_two_allowed_then_denied_with_the_numbers if {
 	real("CREATE", "r1", "real-limit", "a") == set()
 	real("CREATE", "r2", "real-limit", "b") == set()
-	real("CREATE", "r3", "real-limit", "c") == {"quota exceeded for Namespace real-limit: requested 1 of core/pods, available 0 of 2 (allocated 0, reserved 2)"}
+	real("CREATE", "r3", "real-limit", "c") == {"quota exceeded for Namespace real-limit: requested 1 of core/pods, available 0 of 2 (allocated 0, reserved 2); see EffectiveResourceGrant real-limit/core-pods-c623196fca2219d9 (kubectl quota usage -n real-limit)"}
 }
 
 test_real_dry_run_audit_and_repeats_never_reserve if {
@@ -626,8 +697,8 @@ test_real_dry_run_audit_and_repeats_never_reserve if {
 	{v.msg | some v in quotalib.violations(1, 1)} == set() with input as inp(audit(pod("real-modes", "y", "y")), pods)
 	real("CREATE", "r2", "real-modes", "z") == set()
 	real("CREATE", "r2", "real-modes", "z") == set()
-	real("CREATE", "r3", "real-modes", "w") == {"quota exceeded for Namespace real-modes: requested 1 of core/pods, available 0 of 1 (allocated 0, reserved 1)"}
-	{v.msg | some v in quotalib.violations(1, 1)} == {"quota exceeded for Namespace real-modes: requested 1 of core/pods, available 0 of 1 (allocated 0, reserved 1)"} with input as inp(object.union(admission("CREATE", "r4", pod("real-modes", "v", "v")), {"dryRun": true}), pods)
+	real("CREATE", "r3", "real-modes", "w") == {"quota exceeded for Namespace real-modes: requested 1 of core/pods, available 0 of 1 (allocated 0, reserved 1); see EffectiveResourceGrant real-modes/core-pods-d625d4170300d8b6 (kubectl quota usage -n real-modes)"}
+	{v.msg | some v in quotalib.violations(1, 1)} == {"quota exceeded for Namespace real-modes: requested 1 of core/pods, available 0 of 1 (allocated 0, reserved 1); see EffectiveResourceGrant real-modes/core-pods-d625d4170300d8b6 (kubectl quota usage -n real-modes)"} with input as inp(object.union(admission("CREATE", "r4", pod("real-modes", "v", "v")), {"dryRun": true}), pods)
 }
 
 # Namespace real-scale may hold 2000 millicores: a scale of web (3 x 500m,
@@ -642,7 +713,7 @@ real_scale(from, to, request_uid) := msgs if {
 }
 
 test_real_scale_is_denied_like_the_update_of_replicas if {
-	want := {"quota exceeded for Namespace real-scale: requested 8500 of core/requests.cpu, available 2000 of 2000 (allocated 0, reserved 0)"}
+	want := {"quota exceeded for Namespace real-scale: requested 8500 of core/requests.cpu, available 2000 of 2000 (allocated 0, reserved 0); in cores (1000 millicores each): requested 8.5, available 2 of 2 (allocated 0, reserved 0); see EffectiveResourceGrant real-scale/core-requests-cpu-8246841d271a8f0c (kubectl quota usage -n real-scale)"}
 	real_scale(3, 20, "req-1") == want
 	update := {
 		"uid": "req-2",
@@ -654,5 +725,5 @@ test_real_scale_is_denied_like_the_update_of_replicas if {
 	scale_msgs == want with input as inp(update, cpu_with_scale)
 	real_scale(3, 4, "req-3") == set()
 	real_scale(3, 4, "req-4") == set()
-	real_scale(3, 8, "req-5") == {"quota exceeded for Namespace real-scale: requested 2500 of core/requests.cpu, available 1500 of 2000 (allocated 0, reserved 500)"}
+	real_scale(3, 8, "req-5") == {"quota exceeded for Namespace real-scale: requested 2500 of core/requests.cpu, available 1500 of 2000 (allocated 0, reserved 500); in cores (1000 millicores each): requested 2.5, available 1.5 of 2 (allocated 0, reserved 0.5); see EffectiveResourceGrant real-scale/core-requests-cpu-8246841d271a8f0c (kubectl quota usage -n real-scale)"}
 }

@@ -130,6 +130,12 @@ func (w *RegistrationWrapper) BaseUnit(unit string) *RegistrationWrapper {
 	return w
 }
 
+// DisplayUnit sets the unit amounts are shown in, factor base units to one.
+func (w *RegistrationWrapper) DisplayUnit(unit string, factor int64) *RegistrationWrapper {
+	w.Spec.DisplayUnit, w.Spec.UnitConversionFactor = unit, factor
+	return w
+}
+
 // Dimensions sets the dimension keys buckets are split by.
 func (w *RegistrationWrapper) Dimensions(keys ...string) *RegistrationWrapper {
 	w.Spec.Dimensions = keys

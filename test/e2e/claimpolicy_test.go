@@ -67,7 +67,7 @@ func TestClaimCreationPolicyAdmitsUpToTheGrant(t *testing.T) {
 	mustAdmit(t, ns, "cm-2")
 	waitBucket(t, consumer, rt, 2, 0)
 	err := createConfigMap(ns, "cm-3")
-	want := denial("e2e-ccp-configmaps", "quota exceeded for Namespace "+ns+": requested 1 of "+rt+", available 0 of 2 (allocated 2, reserved 0)")
+	want := denial("e2e-ccp-configmaps", "quota exceeded for Namespace "+ns+": requested 1 of "+rt+", available 0 of 2 (allocated 2, reserved 0)"+seeEffective(ns, consumer, rt))
 	if !apierrors.IsForbidden(err) || err.Error() != want {
 		t.Fatalf("cm-3: got %v\nwant %s", err, want)
 	}
@@ -124,7 +124,7 @@ func TestClaimCreationPolicyCELErrorDenies(t *testing.T) {
 	}
 	waitBucket(t, consumer, rt, 8, 0)
 	err = cluster.Client.Create(context.Background(), withPayload("payload-3", "123"))
-	want = denial("e2e-ccp-payload", "quota exceeded for Namespace "+ns+": requested 3 of "+rt+", available 2 of 10 (allocated 8, reserved 0)")
+	want = denial("e2e-ccp-payload", "quota exceeded for Namespace "+ns+": requested 3 of "+rt+", available 2 of 10 (allocated 8, reserved 0)"+seeEffective(ns, consumer, rt))
 	if !apierrors.IsForbidden(err) || err.Error() != want {
 		t.Fatalf("payload-3: got %v\nwant %s", err, want)
 	}

@@ -76,7 +76,7 @@ func TestGrantPolicyProvisionsWhatGatekeeperEnforces(t *testing.T) {
 	mustAdmit(t, ns, "cm-1")
 	mustAdmit(t, ns, "cm-2")
 	waitBucket(t, consumer, rt, 2, 0)
-	mustDenyExactly(t, ns, "cm-3", denial(constraint, "quota exceeded for Namespace "+ns+": requested 1 of "+rt+", available 0 of 2 (allocated 2, reserved 0)"))
+	mustDenyExactly(t, ns, "cm-3", denial(constraint, "quota exceeded for Namespace "+ns+": requested 1 of "+rt+", available 0 of 2 (allocated 2, reserved 0)"+seeEffective(ns, consumer, rt)))
 
 	// Silver gives 1: the grant is updated in place, and the bucket's limit
 	// follows.
@@ -85,13 +85,13 @@ func TestGrantPolicyProvisionsWhatGatekeeperEnforces(t *testing.T) {
 		t.Errorf("the relabel replaced the grant (uid %s, was %s) instead of updating it", up.UID, g.UID)
 	}
 	waitLimit(t, consumer, rt, 1)
-	mustDenyExactly(t, ns, "cm-4", denial(constraint, "quota exceeded for Namespace "+ns+": requested 1 of "+rt+", available 0 of 1 (allocated 2, reserved 0)"))
+	mustDenyExactly(t, ns, "cm-4", denial(constraint, "quota exceeded for Namespace "+ns+": requested 1 of "+rt+", available 0 of 1 (allocated 2, reserved 0)"+seeEffective(ns, consumer, rt)))
 
 	// No tier, no grant: the namespace has no quota left.
 	relabel(t, ns, nil)
 	waitNoPolicyGrant(t, ns, "tier-"+ns)
 	waitLimit(t, consumer, rt, 0)
-	mustDenyExactly(t, ns, "cm-5", denial(constraint, "quota exceeded for Namespace "+ns+": requested 1 of "+rt+", available 0 of 0 (allocated 2, reserved 0)"))
+	mustDenyExactly(t, ns, "cm-5", denial(constraint, "quota exceeded for Namespace "+ns+": requested 1 of "+rt+", available 0 of 0 (allocated 2, reserved 0)"+seeEffective(ns, consumer, rt)))
 
 	// A namespace being deleted loses its grant (this bed runs no namespace
 	// controller: the namespace stays Terminating, which counts as gone).

@@ -46,12 +46,18 @@ func namespace(t *testing.T, name string, labels map[string]string) {
 // kinds are given, and waits until it is Active.
 func registration(t *testing.T, resourceType string, typ quotav1alpha1.RegistrationType, consumer quotav1alpha1.ConsumerTypeRef, claiming ...quotav1alpha1.GroupKind) {
 	t.Helper()
+	registrationIn(t, quotav1alpha1.Units{BaseUnit: "count"}, resourceType, typ, consumer, claiming...)
+}
+
+// registrationIn is registration with units.
+func registrationIn(t *testing.T, units quotav1alpha1.Units, resourceType string, typ quotav1alpha1.RegistrationType, consumer quotav1alpha1.ConsumerTypeRef, claiming ...quotav1alpha1.GroupKind) {
+	t.Helper()
 	if len(claiming) == 0 {
 		claiming = []quotav1alpha1.GroupKind{{Kind: "ConfigMap"}}
 	}
 	name := strings.NewReplacer("/", "-", ".", "-").Replace(resourceType)
-	reg := builders.Registration(name, resourceType).Consumer(consumer).Type(typ).BaseUnit("count").
-		ClaimingResources(claiming...).Obj()
+	reg := builders.Registration(name, resourceType).Consumer(consumer).Type(typ).BaseUnit(units.BaseUnit).
+		DisplayUnit(units.DisplayUnit, units.UnitConversionFactor).ClaimingResources(claiming...).Obj()
 	create(t, reg)
 	testenv.Eventually(t, time.Minute, "registration "+name+" Active", func() error {
 		got := &quotav1alpha1.ResourceRegistration{}
@@ -63,6 +69,13 @@ func registration(t *testing.T, resourceType string, typ quotav1alpha1.Registrat
 		}
 		return nil
 	})
+}
+
+// seeEffective is how a denial ends: where the tenant of namespace ns reads
+// the numbers of consumer's quota of resourceType.
+func seeEffective(ns string, consumer quotav1alpha1.ConsumerRef, resourceType string) string {
+	return fmt.Sprintf("; see EffectiveResourceGrant %s/%s (kubectl quota usage -n %s)",
+		ns, quotav1alpha1.EffectiveResourceGrantName(consumer, resourceType), ns)
 }
 
 // grant gives consumer amount of resourceType, in the namespace its buckets

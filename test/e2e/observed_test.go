@@ -35,6 +35,10 @@ var deploymentUpdates = admissionregistrationv1.RuleWithOperations{
 // claimed by Deployments), grants ns amount of it, and applies a
 // QuotaAllocation constraint counting replicas x requests.cpu of the
 // Deployments in ns. It returns the namespace's consumer.
+// cores: CPU is counted in millicores and shown in cores, so denials show
+// both.
+var cores = quotav1alpha1.Units{BaseUnit: "millicores", DisplayUnit: "cores", UnitConversionFactor: 1000}
+
 func cpuQuota(t *testing.T, ns, resourceType string, amount int64) quotav1alpha1.ConsumerRef {
 	t.Helper()
 	return cpuQuotaOf(t, ns, resourceType, amount, false)
@@ -46,7 +50,7 @@ func cpuQuota(t *testing.T, ns, resourceType string, amount int64) quotav1alpha1
 func cpuQuotaOf(t *testing.T, ns, resourceType string, amount int64, checkScale bool) quotav1alpha1.ConsumerRef {
 	t.Helper()
 	namespace(t, ns, nil)
-	registration(t, resourceType, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer,
+	registrationIn(t, cores, resourceType, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer,
 		quotav1alpha1.GroupKind{APIGroup: "apps", Kind: "Deployment"})
 	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
 	grant(t, "cpu", consumer, resourceType, amount)
@@ -135,7 +139,8 @@ func TestScalingDownAndUpCountsWhatRuns(t *testing.T) {
 
 	// Denied with the observed numbers; a denial holds nothing, so asking
 	// again until Gatekeeper's cache of the bucket has caught up is harmless.
-	want := "quota exceeded for Namespace " + ns + ": requested 1000 of " + rt + ", available 500 of 2000 (allocated 1500, reserved 0)"
+	want := "quota exceeded for Namespace " + ns + ": requested 1000 of " + rt + ", available 500 of 2000 (allocated 1500, reserved 0)" +
+		"; in cores (1000 millicores each): requested 1, available 0.5 of 2 (allocated 1.5, reserved 0)" + seeEffective(ns, consumer, rt)
 	testenv.Eventually(t, 10*time.Second, "scale to 5 denied with the observed numbers", func() error {
 		if err := scale(t, web, 5, nil); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
 			return fmt.Errorf("want a denial saying %q, got %w", want, err)
@@ -145,6 +150,21 @@ func TestScalingDownAndUpCountsWhatRuns(t *testing.T) {
 	if st := bucket(t, consumer, rt); st.Allocated != 1500 || st.Reserved != 0 {
 		t.Fatalf("after the denial: allocated %d reserved %d", st.Allocated, st.Reserved)
 	}
+	// The EffectiveResourceGrant the denial names is there, in the tenant's
+	// namespace, with the same numbers in both units.
+	testenv.Eventually(t, 30*time.Second, "the EffectiveResourceGrant the denial names", func() error {
+		e := &quotav1alpha1.EffectiveResourceGrant{}
+		key := client.ObjectKey{Namespace: ns, Name: quotav1alpha1.EffectiveResourceGrantName(consumer, rt)}
+		if err := cluster.Client.Get(context.Background(), key, e); err != nil {
+			return err
+		}
+		wantDisplay := quotav1alpha1.DisplayTotals{Limit: "2 cores", Allocated: "1.5 cores", Reserved: "0 cores", Available: "0.5 cores"}
+		if e.Status.Units == nil || *e.Status.Units != cores || e.Status.Display == nil || *e.Status.Display != wantDisplay ||
+			e.Status.TotalLimit != 2000 || e.Status.TotalAllocated != 1500 || e.Status.Available != 500 {
+			return fmt.Errorf("status %+v (units %+v, display %+v)", e.Status, e.Status.Units, e.Status.Display)
+		}
+		return nil
+	})
 	mustScale(t, web, 4)
 	waitBucket(t, consumer, rt, 2000, 0)
 	if st := bucket(t, consumer, rt); st.ClaimCount != 1 || st.Available != 0 {
@@ -198,7 +218,8 @@ func TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas(t *testing.T) {
 	create(t, web)
 	waitBucket(t, consumer, rt, 1500, 0)
 
-	want := denial(ns, "quota exceeded for Namespace "+ns+": requested 8500 of "+rt+", available 500 of 2000 (allocated 1500, reserved 0)")
+	want := denial(ns, "quota exceeded for Namespace "+ns+": requested 8500 of "+rt+", available 500 of 2000 (allocated 1500, reserved 0)"+
+		"; in cores (1000 millicores each): requested 8.5, available 0.5 of 2 (allocated 1.5, reserved 0)"+seeEffective(ns, consumer, rt))
 	if err := scale(t, web.DeepCopy(), 20, nil); !apierrors.IsForbidden(err) || err.Error() != want {
 		t.Fatalf("update of spec.replicas to 20:\n got %v\nwant %s", err, want)
 	}
@@ -231,7 +252,8 @@ func TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas(t *testing.T) {
 		t.Fatalf("at the grant: available %d claimCount %d reservations %+v", st.Available, st.ClaimCount, st.Reservations)
 	}
 	// Nothing is left for one more replica, through either path.
-	full := denial(ns, "quota exceeded for Namespace "+ns+": requested 500 of "+rt+", available 0 of 2000 (allocated 2000, reserved 0)")
+	full := denial(ns, "quota exceeded for Namespace "+ns+": requested 500 of "+rt+", available 0 of 2000 (allocated 2000, reserved 0)"+
+		"; in cores (1000 millicores each): requested 0.5, available 0 of 2 (allocated 2, reserved 0)"+seeEffective(ns, consumer, rt))
 	testenv.Eventually(t, 30*time.Second, "scale to 5 denied", func() error {
 		if err := scaleSubresource(t, web, 5); !apierrors.IsForbidden(err) || err.Error() != full {
 			return fmt.Errorf("want %s, got %w", full, err)

@@ -23,13 +23,13 @@ review(op, new, old) := {"uid": "req-2", "operation": op, "kind": {"group": "app
 test_create_reserves_replicas_times_requests if {
 	msgs := {v.msg | some v in quotaallocation.violation} with input as {"review": review("CREATE", deployment(3), null), "parameters": params}
 		with quota.reserve as echo
-	msgs == {"quota exceeded for Namespace team-a: reserve uid-web 1500"}
+	msgs == {"quota exceeded for Namespace team-a: reserve uid-web 1500; see kubectl quota usage -n team-a"}
 }
 
 test_update_reserves_the_growth_from_the_old_object_under_the_new_generation_and_growth if {
 	msgs := {v.msg | some v in quotaallocation.violation} with input as {"review": review("UPDATE", deployment(4), deployment(3)), "parameters": params}
 		with quota.reserve as echo
-	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4/500 500"}
+	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4/500 500; see kubectl quota usage -n team-a"}
 }
 
 test_scaling_down_reserves_nothing if {
@@ -65,7 +65,7 @@ tight(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [o
 })]}
 
 test_scale_is_denied_with_the_message_of_the_equivalent_replicas_update if {
-	want := {"quota exceeded for Namespace team-a: requested 8500 of core/requests.cpu, available 500 of 2000 (allocated 1500, reserved 0)"}
+	want := {"quota exceeded for Namespace team-a: requested 8500 of core/requests.cpu, available 500 of 2000 (allocated 1500, reserved 0); see kubectl quota usage -n team-a"}
 	by_scale := {v.msg | some v in quotaallocation.violation} with input as {"review": scale_review(scale(20), scale(3)), "parameters": scale_params}
 		with data.inventory as synced_web
 		with quota.reserve as tight
@@ -80,5 +80,5 @@ test_scale_reserves_the_growth_under_the_next_generation if {
 	msgs := {v.msg | some v in quotaallocation.violation} with input as {"review": scale_review(scale(4), scale(3)), "parameters": scale_params}
 		with data.inventory as synced_web
 		with quota.reserve as echo
-	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4/500 500"}
+	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4/500 500; see kubectl quota usage -n team-a"}
 }

@@ -50,8 +50,8 @@ test_create_reserves_the_rendered_requests_as_one_claim_with_its_metadata if {
 		with quota.policy_claim as rendered
 		with quota.reserve as echo
 	got == {
-		`quota exceeded for Namespace team-a: reserve uid-settings 1 as {"labels": {"team": "a"}, "name": "settings-claim"}`,
-		`quota exceeded for Namespace team-a: reserve uid-settings 5 as {"labels": {"team": "a"}, "name": "settings-claim"}`,
+		`quota exceeded for Namespace team-a: reserve uid-settings 1 as {"labels": {"team": "a"}, "name": "settings-claim"}; see kubectl quota usage -n team-a`,
+		`quota exceeded for Namespace team-a: reserve uid-settings 5 as {"labels": {"team": "a"}, "name": "settings-claim"}; see kubectl quota usage -n team-a`,
 	}
 }
 

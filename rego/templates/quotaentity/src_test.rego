@@ -14,7 +14,7 @@ refused(claim) := {"id": claim.id, "granted": false, "message": "", "requests": 
 test_create_counts_one if {
 	msgs := {v.msg | some v in quotaentity.violation} with input as {"review": review("CREATE"), "parameters": {"resourceType": "core/configmaps"}}
 		with quota.reserve as refused
-	msgs == {"quota exceeded for Namespace team-a: requested 1 of core/configmaps"}
+	msgs == {"quota exceeded for Namespace team-a: requested 1 of core/configmaps; see kubectl quota usage -n team-a"}
 }
 
 test_update_counts_nothing if {

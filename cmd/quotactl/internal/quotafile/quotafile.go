@@ -109,6 +109,16 @@ func (s *Set) add(path string, u *unstructured.Unstructured) error {
 	return nil
 }
 
+// UnitsFor implements builtins.UnitSource: the units of the registration
+// of resourceType read (every one read counts as active, as for Grants).
+func (s *Set) UnitsFor(resourceType string) (v1alpha1.Units, bool) {
+	reg, ok := s.registrations[resourceType]
+	if !ok {
+		return v1alpha1.Units{}, false
+	}
+	return v1alpha1.UnitsOf(reg), true
+}
+
 func fromUnstructured(u *unstructured.Unstructured, into any) error {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, into, true); err != nil {
 		return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)

@@ -34,6 +34,7 @@ type cluster struct {
 	ledger   *ledger.Ledger
 	store    ledger.Store
 	policies *claimpolicies.Set
+	units    builtins.UnitSource   // the quota files' registrations
 	objects  map[string]liveObject // by uid
 }
 

@@ -112,6 +112,8 @@ func (r *Runner) runCase(ctx context.Context, s *Suite, t *Test, c *Case) (res v
 	defer builtins.Use(nil)
 	builtins.UseClaimPolicies(cl.policies)
 	defer builtins.UseClaimPolicies(nil)
+	builtins.UseUnits(cl.units)
+	defer builtins.UseUnits(nil)
 
 	steps := c.Steps
 	if len(steps) == 0 {
@@ -179,7 +181,7 @@ func (r *Runner) caseCluster(s *Suite, t *Test, c *Case) (*cluster, error) {
 		return nil, err
 	}
 	store := ledger.NewMemoryStore()
-	return &cluster{ledger: ledger.New(store, grants), store: store, policies: set.ClaimPolicies(), objects: map[string]liveObject{}}, nil
+	return &cluster{ledger: ledger.New(store, grants), store: store, policies: set.ClaimPolicies(), units: &set, objects: map[string]liveObject{}}, nil
 }
 
 // stepObject is the file gator reviews for st: its object, or, with an

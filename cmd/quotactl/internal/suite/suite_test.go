@@ -104,7 +104,7 @@ func TestFailuresSayWhichStepAndWhatWasSeen(t *testing.T) {
 	abs, _ := filepath.Abs("testdata")
 	assertOutcomes(t, outcomes(run(t, "failing.yaml")), map[string]string{
 		"failing/wrong-decision": `step 2 (expected to pass): unexpected number of violations: got 1 violations but want none: ` +
-			`got messages [quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 1 (allocated 1, reserved 0)]`,
+			`got messages [quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 1 (allocated 1, reserved 0); see EffectiveResourceGrant team-a/core-configmaps-b02b34a3762b30e2 (kubectl quota usage -n team-a)]`,
 		"failing/wrong-usage": "usage of /Namespace /team-a core/configmaps{}: reserved 0, want 1",
 		"failing/grant-against-the-registration": "quota: " + abs[1:] + "/quota.yaml: ResourceGrant team-a/configmaps: " +
 			`spec.consumerRef: Invalid value: "Namespace": resource type "core/configmaps" is consumed by resourcemanager.miloapis.com/Organization (ResourceRegistration "configmaps-per-organization")`,

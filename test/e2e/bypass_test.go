@@ -151,7 +151,8 @@ func TestBreakGlassBypassesQuotaForAWhile(t *testing.T) {
 		t.Fatalf("cm-1: %v", err)
 	}
 	waitBucket(t, consumer, rt, 1, 0)
-	quotaMsg := fmt.Sprintf("quota exceeded for Namespace %s: requested 1 of %s, available 0 of 1 (allocated 1, reserved 0)", ns, rt)
+	see := seeEffective(ns, consumer, rt)
+	quotaMsg := fmt.Sprintf("quota exceeded for Namespace %s: requested 1 of %s, available 0 of 1 (allocated 1, reserved 0)%s", ns, rt, see)
 	err = createAsTara("cm-2")
 	if want := fmt.Sprintf(`admission webhook "validation.gatekeeper.sh" denied the request: [%s] %s`, name, quotaMsg); err == nil || err.Error() != want {
 		t.Fatalf("cm-2 at the limit: got %v\nwant %s", err, want)
@@ -229,7 +230,7 @@ func TestBreakGlassBypassesQuotaForAWhile(t *testing.T) {
 		return nil
 	})
 	err = createAsTara("cm-4")
-	if want := fmt.Sprintf(`admission webhook "validation.gatekeeper.sh" denied the request: [%s] quota exceeded for Namespace %s: requested 1 of %s, available 0 of 1 (allocated 2, reserved 0)`, name, ns, rt); err == nil || err.Error() != want {
+	if want := fmt.Sprintf(`admission webhook "validation.gatekeeper.sh" denied the request: [%s] quota exceeded for Namespace %s: requested 1 of %s, available 0 of 1 (allocated 2, reserved 0)%s`, name, ns, rt, see); err == nil || err.Error() != want {
 		t.Fatalf("cm-4 after the bypass: got %v\nwant %s", err, want)
 	}
 	waitBucket(t, consumer, rt, 2, 0)

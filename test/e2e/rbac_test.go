@@ -61,7 +61,7 @@ func TestProcessesRunAsTheirServiceAccounts(t *testing.T) {
 	}{
 		{"list", "secrets", "", false},
 		{"get", "secrets", "default", false},
-		{"list", "configmaps", "", true}, // through quotakeeper-manager-counted-kinds
+		{"list", "configmaps", "", true},                               // through quotakeeper-manager-counted-kinds
 		{"get", "secrets", quotav1alpha1.DefaultSystemNamespace, true}, // its webhook certificate
 	} {
 		r, err := manager.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{

@@ -77,16 +77,16 @@ func shippedRBAC(gatekeeperDir string) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	out = append(out, plugin...)
-	manager, err := kustomize(filepath.Join(root, "config", "rbac"))
+	manager, err := Kustomize(filepath.Join(root, "config", "rbac"))
 	if err != nil {
 		return nil, err
 	}
 	return append(out, manager...), nil
 }
 
-// kustomize renders a kustomization with kubectl, as `kubectl apply -k`
+// Kustomize renders a kustomization with kubectl, as `kubectl apply -k`
 // would apply it.
-func kustomize(dir string) ([]*unstructured.Unstructured, error) {
+func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
 	cmd := exec.Command("kubectl", "kustomize", dir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -79,7 +79,8 @@ func TestProcessesRunAsTheirServiceAccounts(t *testing.T) {
 }
 
 // A constraint that counts a kind the manager may not read: the manager says
-// so on the constraint, naming the kind and the role to add, and does not
+// so on the constraint, naming the kind and the role to add, goes on
+// counting the other kinds, and does not
 // write the buckets of its resource type from a view without that kind (the
 // admitted object stays a reservation, not folded and not expired). Once a
 // ClusterRole labelled to join quotakeeper-manager-counted-kinds grants the
@@ -118,6 +119,14 @@ func TestManagerCountsAKindOnlyOnceRBACLetsItRead(t *testing.T) {
 		}
 		return fmt.Errorf("events on the constraint: %q", seen)
 	})
+
+	// The other kinds are counted meanwhile.
+	const cmType = "core/configmaps-rbac-kind"
+	registration(t, cmType, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
+	grant(t, "e2e-rbac-kind-configmaps", consumer, cmType, 5)
+	quotaEntity(t, "e2e-rbac-kind-configmaps", []string{ns}, map[string]any{"resourceType": cmType})
+	mustAdmit(t, ns, "one")
+	waitBucket(t, consumer, cmType, 1, 0)
 
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: ns}}
 	create(t, sa)

@@ -197,13 +197,14 @@ func (c *Cluster) CAData() []byte { return c.webhooks.LocalServingCAData }
 func (c *Cluster) CertDir() string { return c.webhooks.LocalServingCertDir }
 
 func (c *Cluster) writeKubeconfig() (string, error) {
-	return c.writeUserKubeconfig("kubeconfig", "quotakeeper-admin")
+	return c.writeUserKubeconfig("kubeconfig", envtest.User{Name: "quotakeeper-admin", Groups: []string{"system:masters"}})
 }
 
-// writeUserKubeconfig writes a kubeconfig for a cluster-admin user of that
-// name (the manager and Gatekeeper run as their ServiceAccounts, rbac.go).
-func (c *Cluster) writeUserKubeconfig(file, user string) (string, error) {
-	u, err := c.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, c.Config)
+// writeUserKubeconfig writes a kubeconfig for user, authenticated by a client
+// certificate (the manager and Gatekeeper run as their ServiceAccounts,
+// rbac.go).
+func (c *Cluster) writeUserKubeconfig(file string, user envtest.User) (string, error) {
+	u, err := c.env.AddUser(user, c.Config)
 	if err != nil {
 		return "", err
 	}

@@ -145,7 +145,7 @@ func (c *Cluster) WaitAggregated(ctx context.Context) error {
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%w: %v", err, last)
+		return fmt.Errorf("%w: %w", err, last)
 	}
 	return nil
 }
@@ -162,14 +162,5 @@ func (c *Cluster) writeServiceAccountKubeconfig(ctx context.Context, file string
 	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: sa.Namespace, Name: sa.Name}, &corev1.ServiceAccount{}); err != nil {
 		return "", fmt.Errorf("ServiceAccount %s/%s: %w", sa.Namespace, sa.Name, err)
 	}
-	u, err := c.env.AddUser(envtest.User{Name: sa.UserName(), Groups: sa.Groups()}, c.Config)
-	if err != nil {
-		return "", err
-	}
-	data, err := u.KubeConfig()
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(c.opts.Dir, file)
-	return path, os.WriteFile(path, data, 0o600)
+	return c.writeUserKubeconfig(file, envtest.User{Name: sa.UserName(), Groups: sa.Groups()})
 }

@@ -28,10 +28,10 @@ import (
 )
 
 // The GrantCreationPolicy controller reads every policy's trigger and
-// parent kinds, which are only known at run time (the manager's wildcard
-// read, which the observer needs too), and writes the grants and the
-// events about them, in any namespace.
-// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list;watch
+// parent kinds, which are only known at run time: through the aggregated
+// ClusterRole quotakeeper-manager-counted-kinds, as the observer reads the
+// kinds it counts (config/rbac/counted_kinds.yaml). It writes the grants and
+// the events about them, in any namespace.
 // +kubebuilder:rbac:groups=quota.miloapis.com,resources=resourcegrants,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

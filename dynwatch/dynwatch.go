@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -34,6 +35,8 @@ const DefaultSyncTimeout = 30 * time.Second
 // Watches holds the informers of the kinds being watched.
 type Watches struct {
 	cache       cache.Cache
+	client      client.Client // access reviews
+	mapper      meta.RESTMapper
 	syncTimeout time.Duration
 
 	mu    sync.Mutex
@@ -65,7 +68,7 @@ func New(mgr manager.Manager) (*Watches, error) {
 	if err := mgr.Add(c); err != nil {
 		return nil, err
 	}
-	return &Watches{cache: c, syncTimeout: DefaultSyncTimeout, kinds: map[schema.GroupVersionKind]*kindWatch{}}, nil
+	return &Watches{cache: c, client: mgr.GetClient(), mapper: mgr.GetRESTMapper(), syncTimeout: DefaultSyncTimeout, kinds: map[schema.GroupVersionKind]*kindWatch{}}, nil
 }
 
 // Reader reads the watched kinds as *unstructured.Unstructured (and
@@ -107,8 +110,17 @@ func (w *Watches) Watch(ctx context.Context, gvk schema.GroupVersionKind, user s
 }
 
 // start gets gvk's informer from the cache, which starts it, and waits for
-// its first list; an informer that does not sync is stopped again.
+// its first list; an informer that does not sync is stopped again. A kind
+// this process may not read is refused before any informer starts, with
+// the permission to add (a *ForbiddenError).
 func (w *Watches) start(ctx context.Context, gvk schema.GroupVersionKind) (cache.Informer, error) {
+	mapping, err := w.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", gvk, err)
+	}
+	if err := CheckRead(ctx, w.client, mapping); err != nil {
+		return nil, fmt.Errorf("watch %s: %w", gvk, err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, w.syncTimeout)
 	defer cancel()
 	inf, err := w.cache.GetInformer(ctx, object(gvk))

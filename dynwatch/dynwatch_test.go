@@ -2,6 +2,7 @@ package dynwatch_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -10,10 +11,14 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -153,7 +158,13 @@ func startWatches(t *testing.T) (context.Context, *dynwatch.Watches) {
 	if env == nil {
 		t.Skip("needs a control plane; skipped in -short mode")
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	return startWatchesAs(t, env.Config)
+}
+
+// startWatchesAs runs Watches in a manager with cfg's credentials.
+func startWatchesAs(t *testing.T, cfg *rest.Config) (context.Context, *dynwatch.Watches) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 	})
 	if err != nil {
@@ -173,4 +184,62 @@ func startWatches(t *testing.T) (context.Context, *dynwatch.Watches) {
 		}
 	})
 	return ctx, w
+}
+
+// TestWatchOfAKindItMayNotReadFailsAtOnce: a kind RBAC does not let the
+// process read is refused before any informer starts (one would retry its
+// list until the sync timeout), with the permission to add; once a
+// ClusterRole grants it, the same watch starts.
+func TestWatchOfAKindItMayNotReadFailsAtOnce(t *testing.T) {
+	if env == nil {
+		t.Skip("needs a control plane; skipped in -short mode")
+	}
+	const user = "dynwatch-reader"
+	kubeconfig, err := env.Kubeconfig(user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, w := startWatchesAs(t, cfg)
+	var s seen
+	start := time.Now()
+	err = w.Watch(ctx, orgGVK, "a", s.handler())
+	var forbidden *dynwatch.ForbiddenError
+	if !errors.As(err, &forbidden) {
+		t.Fatalf("watch of a kind it may not read: got %v, want a ForbiddenError", err)
+	}
+	want := `watch resourcemanager.miloapis.com/v1alpha1, Kind=Organization: the manager may not get, list, watch organizations.resourcemanager.miloapis.com: add a ClusterRole labelled quota.miloapis.com/aggregate-to-manager="true" granting get, list and watch on it (it aggregates into quotakeeper-manager-counted-kinds)`
+	if err.Error() != want {
+		t.Fatalf("error:\n%s\nwant:\n%s", err, want)
+	}
+	if waited := time.Since(start); waited >= dynwatch.DefaultSyncTimeout {
+		t.Fatalf("refused after %s: waited for the informer", waited)
+	}
+	if got := w.Kinds(); len(got) != 0 {
+		t.Fatalf("informers left running: %v", got)
+	}
+
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "dynwatch-read-organizations"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{orgGVK.Group}, Resources: []string{"organizations"}, Verbs: []string{"get", "list", "watch"}}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "dynwatch-read-organizations"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	newOrg(t, env.Client, "readable")
+	// The authorizer sees the new binding once its own informer has it.
+	testenv.Eventually(t, 30*time.Second, "watch once RBAC grants the kind", func() error {
+		return w.Watch(ctx, orgGVK, "a", s.handler())
+	})
+	testenv.Eventually(t, 10*time.Second, "handler sees the organization", func() error { return s.has("readable") })
 }

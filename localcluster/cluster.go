@@ -63,6 +63,9 @@ type Cluster struct {
 	Client client.Client
 	// Kubeconfig is the path of an administrator kubeconfig for kubectl.
 	Kubeconfig string
+	// ManagerKubeconfig and GatekeeperKubeconfig are what the manager and
+	// every Gatekeeper run with: their shipped ServiceAccounts (rbac.go).
+	ManagerKubeconfig, GatekeeperKubeconfig string
 	// Gatekeepers are the Gatekeeper replicas, in order.
 	Gatekeepers []*Process
 	// Manager is the quotakeeper manager, when one runs.
@@ -111,7 +114,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if c.Config, err = c.env.Start(); err != nil {
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
-	if err := c.start(ctx); err != nil {
+	if err := c.start(ctx, gkDir); err != nil {
 		c.Stop()
 		return nil, err
 	}
@@ -119,7 +122,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 }
 
 // start runs everything after the control plane.
-func (c *Cluster) start(ctx context.Context) error {
+func (c *Cluster) start(ctx context.Context, gkDir string) error {
 	var err error
 	c.Config.QPS, c.Config.Burst = 1000, 2000
 	if c.Client, err = client.New(c.Config, client.Options{Scheme: scheme.Scheme}); err != nil {
@@ -135,6 +138,9 @@ func (c *Cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := c.installRBAC(ctx, gkDir); err != nil {
+		return err
+	}
 	// One serving certificate for 127.0.0.1 from a CA of our own, shared by
 	// every replica, so the balancer can pass TLS through.
 	// The manager serves quotakeeper's own webhooks on the port envtest
@@ -148,6 +154,9 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	if err := c.startControllerManager(ctx, c.env.BinaryAssetsDirectory); err != nil {
+		return err
+	}
+	if err := c.WaitAggregated(ctx); err != nil {
 		return err
 	}
 	if err := c.startGatekeepers(ctx); err != nil {
@@ -188,14 +197,14 @@ func (c *Cluster) CAData() []byte { return c.webhooks.LocalServingCAData }
 func (c *Cluster) CertDir() string { return c.webhooks.LocalServingCertDir }
 
 func (c *Cluster) writeKubeconfig() (string, error) {
-	return c.writeUserKubeconfig("kubeconfig", "quotakeeper-admin")
+	return c.writeUserKubeconfig("kubeconfig", envtest.User{Name: "quotakeeper-admin", Groups: []string{"system:masters"}})
 }
 
-// writeUserKubeconfig writes a kubeconfig for a cluster-admin user of that
-// name. The manager gets an identity of its own: its webhooks let only it set
-// a claim's reservation id.
-func (c *Cluster) writeUserKubeconfig(file, user string) (string, error) {
-	u, err := c.env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, c.Config)
+// writeUserKubeconfig writes a kubeconfig for user, authenticated by a client
+// certificate (the manager and Gatekeeper run as their ServiceAccounts,
+// rbac.go).
+func (c *Cluster) writeUserKubeconfig(file string, user envtest.User) (string, error) {
+	u, err := c.env.AddUser(user, c.Config)
 	if err != nil {
 		return "", err
 	}
@@ -277,6 +286,10 @@ func gatekeeperSubResources(moduleDir string) ([]string, error) {
 }
 
 func (c *Cluster) startGatekeepers(ctx context.Context) error {
+	var err error
+	if c.GatekeeperKubeconfig, err = c.writeServiceAccountKubeconfig(ctx, "gatekeeper.kubeconfig", GatekeeperServiceAccount); err != nil {
+		return err
+	}
 	var backends []string
 	for i := range c.opts.GatekeeperReplicas {
 		p, addr, err := c.gatekeeperProcess(ctx, i)
@@ -286,7 +299,6 @@ func (c *Cluster) startGatekeepers(ctx context.Context) error {
 		c.Gatekeepers = append(c.Gatekeepers, p)
 		backends = append(backends, addr)
 	}
-	var err error
 	if c.balancer, err = NewBalancer(backends); err != nil {
 		return err
 	}
@@ -327,7 +339,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 		Name: name,
 		Path: c.opts.Gatekeeper,
 		Args: append([]string{
-			"--kubeconfig=" + c.Kubeconfig,
+			"--kubeconfig=" + c.GatekeeperKubeconfig,
 			"--port=" + fmt.Sprint(webhook),
 			"--host=127.0.0.1",
 			"--cert-dir=" + c.CertDir(),
@@ -396,7 +408,9 @@ func (c *Cluster) startControllerManager(ctx context.Context, assets string) err
 		Path: filepath.Join(assets, "kube-controller-manager"),
 		Args: []string{
 			"--kubeconfig=" + c.Kubeconfig,
-			"--controllers=garbagecollector",
+			// The aggregation controller fills the manager's aggregated
+			// ClusterRole (rbac.go).
+			"--controllers=garbagecollector,clusterrole-aggregation",
 			"--leader-elect=false",
 			"--use-service-account-credentials=false",
 			"--bind-address=127.0.0.1",
@@ -408,8 +422,8 @@ func (c *Cluster) startControllerManager(ctx context.Context, assets string) err
 }
 
 func (c *Cluster) startManager(ctx context.Context) error {
-	kubeconfig, err := c.writeUserKubeconfig("manager.kubeconfig", "system:serviceaccount:quotakeeper-system:quotakeeper-manager")
-	if err != nil {
+	var err error
+	if c.ManagerKubeconfig, err = c.writeServiceAccountKubeconfig(ctx, "manager.kubeconfig", ManagerServiceAccount); err != nil {
 		return err
 	}
 	health, err := testenv.FreePort()
@@ -424,7 +438,7 @@ func (c *Cluster) startManager(ctx context.Context) error {
 		Name: "quotakeeper-manager",
 		Path: c.opts.Manager,
 		Args: append(append([]string{
-			"--kubeconfig=" + kubeconfig,
+			"--kubeconfig=" + c.ManagerKubeconfig,
 			"--health-probe-bind-address=127.0.0.1:" + fmt.Sprint(health),
 			"--metrics-bind-address=127.0.0.1:" + fmt.Sprint(metrics),
 			"--leader-election-namespace=" + quotav1alpha1.DefaultSystemNamespace,

@@ -141,7 +141,11 @@ func (o *Observer) processConstraint(ctx context.Context, it item) error {
 	if err != nil {
 		return fmt.Errorf("constraint %s %s: %w", it.gvk.Kind, it.name, err)
 	}
-	if err := o.watchMatchedKinds(ctx); err != nil {
+	blind, err := o.watchMatchedKinds(ctx)
+	if blind {
+		o.events.AddAfter(it, blindRetry)
+	}
+	if err != nil {
 		return err
 	}
 	if changed && o.ready.Load() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/dynwatch"
 )
 
 // Informers: the fixed ones (templates, namespaces, claims, buckets) and one
@@ -120,16 +121,20 @@ func (o *Observer) inform(ctx context.Context, obj client.Object, fn func(client
 
 // watchMatchedKinds starts an informer for every kind a loaded constraint
 // matches. Informers are never stopped: a kind no longer matched costs an
-// informer until the manager restarts.
-func (o *Observer) watchMatchedKinds(ctx context.Context) error {
+// informer until the manager restarts. A kind the manager may not read is
+// left out (access.go) and reported as blind: the caller tries again.
+func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error) {
 	kinds, unwatchable := o.policy.matchKinds()
 	if len(unwatchable) > 0 {
 		o.log.Info("constraints that match every kind count nothing here: name their kinds in spec.match.kinds", "constraints", unwatchable)
 	}
 	var errs []error
+	blindKinds := map[schema.GroupKind]error{}
+	regained := false
 	for _, gk := range kinds {
 		o.mu.Lock()
 		_, ok := o.watched[gk]
+		_, wasBlind := o.blind[gk]
 		o.mu.Unlock()
 		if ok {
 			continue
@@ -139,20 +144,35 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("kind %s: %w", gk, err))
 			continue
 		}
+		if err := dynwatch.CheckRead(ctx, o.client, mapping); err != nil {
+			blindKinds[gk] = err
+			continue
+		}
 		obj := &unstructured.Unstructured{}
 		obj.SetGroupVersionKind(mapping.GroupVersionKind)
 		gvk := mapping.GroupVersionKind
-		if err := o.inform(ctx, obj, func(c client.Object) {
+		syncCtx, cancel := context.WithTimeout(ctx, informTimeout)
+		err = o.inform(syncCtx, obj, func(c client.Object) {
 			o.event(item{kind: itemObject, gvk: gvk, namespace: c.GetNamespace(), name: c.GetName()})
-		}, nil); err != nil {
-			errs = append(errs, fmt.Errorf("watch %s: %w", gk, err))
+		}, nil)
+		cancel()
+		if err != nil {
+			// An informer that did not sync retries its list forever.
+			_ = o.cache.RemoveInformer(context.Background(), obj)
+			blindKinds[gk] = fmt.Errorf("watch %s: %w", gk, err)
 			continue
 		}
 		o.mu.Lock()
 		o.watched[gk] = mapping
 		o.mu.Unlock()
+		regained = regained || wasBlind
 	}
-	return errors.Join(errs...)
+	o.setBlind(ctx, blindKinds)
+	if regained && o.ready.Load() {
+		// The buckets held back are written again, from the kind's objects.
+		o.events.Add(item{kind: itemResync})
+	}
+	return len(blindKinds) > 0, errors.Join(errs...)
 }
 
 func (o *Observer) markInformed(gvk schema.GroupVersionKind) bool {

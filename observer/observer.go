@@ -115,6 +115,7 @@ var claimGVK = quotav1alpha1.GroupVersion.WithKind("ResourceClaim")
 type Observer struct {
 	opts     Options
 	cache    cache.Cache
+	client   client.Client // access reviews
 	live     client.Reader // expiry look-ups must not trust a lagging cache
 	mapper   meta.RESTMapper
 	policy   *policy
@@ -139,6 +140,8 @@ type Observer struct {
 	known     map[string]item                        // tally refs
 	stamps    map[string]stamp                       // what each tally ref was evaluated from
 	watched   map[schema.GroupKind]*meta.RESTMapping // kinds with an informer
+	blind     map[schema.GroupKind]error             // matched kinds the manager may not read (access.go)
+	held      heldTypes                              // resource types not written meanwhile
 	informed  map[schema.GroupVersionKind]bool       // informers with our handler
 	lastWrite map[ledger.BucketKey]time.Time
 	// For the observer lag metric: when each queued object or claim event
@@ -158,7 +161,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		return nil, fmt.Errorf("observer: constraint client: %w", err)
 	}
 	o := &Observer{
-		opts: opts, cache: mgr.GetCache(), live: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), policy: p,
+		opts: opts, cache: mgr.GetCache(), client: mgr.GetClient(), live: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), policy: p,
 		log:       mgr.GetLogger().WithName("observer"),
 		recorder:  mgr.GetEventRecorder("quotakeeper-observer"),
 		tally:     NewTally(),

@@ -228,25 +228,12 @@ func (p *policy) matchKinds() (kinds []schema.GroupKind, unwatchable []string) {
 	seen := map[schema.GroupKind]bool{}
 	for gk, byName := range p.constraints {
 		for name, c := range byName {
-			entries, _, _ := unstructured.NestedSlice(c.Object, "spec", "match", "kinds")
-			if len(entries) == 0 {
+			matched, every := constraintKinds(c)
+			if every {
 				unwatchable = append(unwatchable, gk.Kind+"/"+name)
 			}
-			for _, e := range entries {
-				em, _ := e.(map[string]any)
-				groups, _, _ := unstructured.NestedStringSlice(em, "apiGroups")
-				ks, _, _ := unstructured.NestedStringSlice(em, "kinds")
-				if slices.Contains(groups, "*") || slices.Contains(ks, "*") || len(groups) == 0 || len(ks) == 0 {
-					unwatchable = append(unwatchable, gk.Kind+"/"+name)
-					continue
-				}
-				for _, g := range groups {
-					for _, k := range ks {
-						if gk := (schema.GroupKind{Group: g, Kind: k}); gk != scaleKind {
-							seen[gk] = true
-						}
-					}
-				}
+			for _, k := range matched {
+				seen[k] = true
 			}
 		}
 	}
@@ -256,6 +243,53 @@ func (p *policy) matchKinds() (kinds []schema.GroupKind, unwatchable []string) {
 	slices.SortFunc(kinds, func(a, b schema.GroupKind) int { return strings.Compare(a.String(), b.String()) })
 	slices.Sort(unwatchable)
 	return kinds, slices.Compact(unwatchable)
+}
+
+// constraintsMatching returns copies of the loaded constraints whose
+// match.kinds name kind.
+func (p *policy) constraintsMatching(kind schema.GroupKind) []*unstructured.Unstructured {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*unstructured.Unstructured
+	for _, byName := range p.constraints {
+		for _, c := range byName {
+			matched, _ := constraintKinds(c)
+			if slices.Contains(matched, kind) {
+				out = append(out, c.DeepCopy())
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int {
+		return strings.Compare(a.GetKind()+"/"+a.GetName(), b.GetKind()+"/"+b.GetName())
+	})
+	return out
+}
+
+// constraintKinds returns the group/kinds a constraint's match.kinds name,
+// except autoscaling/Scale, and whether an entry matches every kind (or
+// there is none).
+func constraintKinds(c *unstructured.Unstructured) (kinds []schema.GroupKind, every bool) {
+	entries, _, _ := unstructured.NestedSlice(c.Object, "spec", "match", "kinds")
+	if len(entries) == 0 {
+		return nil, true
+	}
+	for _, e := range entries {
+		em, _ := e.(map[string]any)
+		groups, _, _ := unstructured.NestedStringSlice(em, "apiGroups")
+		ks, _, _ := unstructured.NestedStringSlice(em, "kinds")
+		if slices.Contains(groups, "*") || slices.Contains(ks, "*") || len(groups) == 0 || len(ks) == 0 {
+			every = true
+			continue
+		}
+		for _, g := range groups {
+			for _, k := range ks {
+				if gk := (schema.GroupKind{Group: g, Kind: k}); gk != scaleKind {
+					kinds = append(kinds, gk)
+				}
+			}
+		}
+	}
+	return kinds, every
 }
 
 // evaluate reviews obj as a CREATE of it, with the builtins in observe

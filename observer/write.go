@@ -27,6 +27,12 @@ const recheck = 5 * time.Second
 // folds and expires, at most once per WriteInterval, and comes back at
 // the earliest expiry of the reservations it keeps.
 func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
+	if o.heldBack(key.ResourceType) {
+		// A kind counted into this resource type cannot be read: a sum
+		// without it would be too small (access.go). Written again once
+		// it can be read.
+		return nil
+	}
 	now := o.opts.Now()
 	o.mu.Lock()
 	last := o.lastWrite[key]

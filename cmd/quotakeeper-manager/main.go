@@ -44,15 +44,13 @@ import (
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
-//
-// The observer, which this manager runs on the leader, reads every kind a
-// quota constraint matches: which kinds those are is only known at run time.
-// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list;watch
 
-// The observer's reads: the quota templates and their constraints, the
-// namespaces (their labels name consumers), and every kind a constraint
-// matches, which can be any kind; narrow the last to your constraints'
-// match.kinds if you prefer.
+// The observer's reads: the quota templates and their constraints and the
+// namespaces (their labels name consumers). The kinds the constraints match
+// are known only at run time: the manager reads them through the aggregated
+// ClusterRole quotakeeper-manager-counted-kinds (config/rbac/counted_kinds.yaml),
+// one small ClusterRole per kind, never a wildcard (docs/operations.md,
+// "Permissions the manager needs").
 //
 // With --object-claims it writes a ResourceClaim view of each counted
 // object, and removes the views of objects gone.
@@ -61,7 +59,6 @@ import (
 // +kubebuilder:rbac:groups=templates.gatekeeper.sh,resources=constrainttemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=constraints.gatekeeper.sh,resources=*,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
-// +kubebuilder:rbac:groups=*,resources=*,verbs=get;list;watch
 
 type flags struct {
 	metricsAddr, probeAddr  string

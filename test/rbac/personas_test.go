@@ -1,5 +1,6 @@
-// Package rbac tests the persona ClusterRoles in config/rbac/personas.yaml
-// with SubjectAccessReviews against a real kube-apiserver (envtest authorizes
+// Package rbac tests the persona ClusterRoles in config/rbac/personas.yaml,
+// and the manager's least privilege (the rest of config/rbac, rendered by
+// kustomize as `kubectl apply -k` installs it), with SubjectAccessReviews against a real kube-apiserver (envtest authorizes
 // with RBAC and creates the bootstrap roles) and kube-controller-manager's
 // clusterrole-aggregation controller, which fills the aggregated built-in
 // `admin`, `edit` and `view` roles as it does in a cluster.
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quotakeeper/quotakeeper/dynwatch"
 	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -43,12 +45,17 @@ const (
 	breakGlass = "grace"                                  // quotakeeper-break-glass, cluster-wide
 )
 
+// The manager's ServiceAccount, bound by config/rbac.
+var manager = localcluster.ManagerServiceAccount.UserName()
+
 // access is one question put to the authorizer and the answer we want.
 type access struct {
 	user, verb, resource, subresource, namespace string
-	// core: a resource of the core ("") group; otherwise quota.miloapis.com.
-	core    bool
-	allowed bool
+	// core: a resource of the core ("") group; otherwise apiGroup, or
+	// quota.miloapis.com when that is empty.
+	core     bool
+	apiGroup string
+	allowed  bool
 }
 
 func (a access) String() string {
@@ -76,7 +83,10 @@ func TestPersonas(t *testing.T) {
 	c := env.Client
 	startAggregationController(t, env)
 
-	objs, err := localcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "rbac", "personas.yaml"))
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: localcluster.ManagerServiceAccount.Namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := localcluster.Kustomize(filepath.Join(testenv.RepoRoot(), "config", "rbac"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +118,7 @@ func TestPersonas(t *testing.T) {
 		{user: nsAdmin, verb: "create", resource: "configmaps", core: true, namespace: ns, allowed: true},
 		{user: nsEdit, verb: "list", resource: "effectiveresourcegrants", namespace: ns, allowed: true},
 		{user: nsView, verb: "list", resource: "effectiveresourcegrants", namespace: ns, allowed: true},
+		{user: manager, verb: "list", resource: "configmaps", core: true, allowed: true},
 	} {
 		testenv.Eventually(t, 30*time.Second, "aggregation: "+a.String(), func() error {
 			return check(ctx, c, a)
@@ -192,12 +203,58 @@ func TestPersonas(t *testing.T) {
 		{user: nsAdmin, verb: "list", resource: "quotabypasses"},
 		{user: nsEdit, verb: "create", resource: "quotabypasses"},
 		{user: viewer, verb: "create", resource: "quotabypasses"},
+		// The manager reads the kinds the shipped templates count, through
+		// the aggregated quotakeeper-manager-counted-kinds, and nothing else
+		// outside quota: never Secrets but its own webhook certificate's.
+		{user: manager, verb: "list", resource: "configmaps", core: true, allowed: true},
+		{user: manager, verb: "watch", resource: "configmaps", core: true, namespace: ns, allowed: true},
+		{user: manager, verb: "get", resource: "persistentvolumeclaims", core: true, namespace: ns, allowed: true},
+		{user: manager, verb: "watch", resource: "deployments", apiGroup: "apps", allowed: true},
+		{user: manager, verb: "list", resource: "statefulsets", apiGroup: "apps", allowed: true},
+		{user: manager, verb: "list", resource: "namespaces", core: true, allowed: true},
+		{user: manager, verb: "list", resource: "constrainttemplates", apiGroup: "templates.gatekeeper.sh", allowed: true},
+		{user: manager, verb: "list", resource: "secrets", core: true},
+		{user: manager, verb: "get", resource: "secrets", core: true, namespace: ns},
+		{user: manager, verb: "watch", resource: "secrets", core: true, namespace: ns},
+		{user: manager, verb: "get", resource: "secrets", core: true, namespace: localcluster.ManagerServiceAccount.Namespace, allowed: true},
+		{user: manager, verb: "list", resource: "services", core: true},
+		{user: manager, verb: "list", resource: "pods", core: true},
+		{user: manager, verb: "create", resource: "configmaps", core: true, namespace: ns},
+		{user: manager, verb: "update", resource: "deployments", apiGroup: "apps", namespace: ns},
+		{user: manager, verb: "update", resource: "allowancebuckets", subresource: "status", namespace: ns, allowed: true},
+		{user: manager, verb: "create", resource: "resourcegrants", namespace: ns, allowed: true},
+		// Nor may a namespace's owners widen what it reads.
+		{user: nsAdmin, verb: "update", resource: "clusterroles", apiGroup: "rbac.authorization.k8s.io"},
 	}
 	for _, a := range cases {
 		if err := check(ctx, c, a); err != nil {
 			t.Error(err)
 		}
 	}
+
+	// A platform team lets the manager count another kind with one
+	// ClusterRole labelled to join quotakeeper-manager-counted-kinds.
+	t.Run("a labelled ClusterRole lets the manager read one more kind", func(t *testing.T) {
+		role := &rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "count-services", Labels: map[string]string{dynwatch.AggregateLabel: "true"}},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch"}}},
+		}
+		if err := c.Create(ctx, role); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 30*time.Second, "manager may list services", func() error {
+			return check(ctx, c, access{user: manager, verb: "list", resource: "services", core: true, allowed: true})
+		})
+		for _, a := range []access{
+			{user: manager, verb: "watch", resource: "services", core: true, namespace: ns, allowed: true},
+			{user: manager, verb: "update", resource: "services", core: true, namespace: ns},
+			{user: manager, verb: "list", resource: "secrets", core: true},
+		} {
+			if err := check(ctx, c, a); err != nil {
+				t.Error(err)
+			}
+		}
+	})
 
 	// A namespace admin may create RoleBindings in its namespace, but RBAC
 	// refuses one that grants what the admin does not hold: it cannot bind
@@ -231,6 +288,8 @@ func check(ctx context.Context, c client.Client, a access) error {
 	}}
 	if a.core {
 		sar.Spec.ResourceAttributes.Group = ""
+	} else if a.apiGroup != "" {
+		sar.Spec.ResourceAttributes.Group = a.apiGroup
 	}
 	if err := c.Create(ctx, sar); err != nil {
 		return fmt.Errorf("%s: %w", a, err)

@@ -1,0 +1,166 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/quotakeeper/quotakeeper/dynwatch"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
+)
+
+// The manager and Gatekeeper run under the RBAC a cluster gives them, not
+// as system:masters: the ServiceAccounts, roles and bindings of
+// config/rbac (rendered by kustomize, as `kubectl apply -k` installs it),
+// Gatekeeper's own from its release manifest, and config/gatekeeper/rbac.yaml
+// (what the plugin needs beyond it). Each process authenticates as its
+// ServiceAccount: a client certificate naming the account's user and groups
+// (system:serviceaccount:<ns>:<name>, system:serviceaccounts,
+// system:serviceaccounts:<ns>), which the authorizer treats exactly as the
+// account's token, and which does not expire under a long `make run`. So a
+// permission missing from config/ fails here as it would in a cluster.
+
+// ServiceAccount names a ServiceAccount.
+type ServiceAccount struct{ Namespace, Name string }
+
+// UserName is the user the ServiceAccount authenticates as.
+func (s ServiceAccount) UserName() string {
+	return "system:serviceaccount:" + s.Namespace + ":" + s.Name
+}
+
+// Groups are the groups the ServiceAccount authenticates with.
+func (s ServiceAccount) Groups() []string {
+	return []string{"system:serviceaccounts", "system:serviceaccounts:" + s.Namespace, "system:authenticated"}
+}
+
+// The shipped ServiceAccounts: config/rbac/service_account.yaml's and the
+// one Gatekeeper's chart runs its Deployments as.
+var (
+	ManagerServiceAccount    = ServiceAccount{Namespace: "quotakeeper-system", Name: "quotakeeper-manager"}
+	GatekeeperServiceAccount = ServiceAccount{Namespace: GatekeeperNamespace, Name: "gatekeeper-admin"}
+)
+
+// rbacKinds are the kinds taken from Gatekeeper's release manifest.
+var rbacKinds = []string{"ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+
+// shippedRBAC returns the RBAC objects to install, in order: Gatekeeper's
+// (from the manifest of the release in the module cache), the plugin's,
+// and the manager's (`kubectl kustomize config/rbac`).
+func shippedRBAC(gatekeeperDir string) ([]*unstructured.Unstructured, error) {
+	root := testenv.RepoRoot()
+	stock, err := ReadObjects(filepath.Join(gatekeeperDir, "deploy", "gatekeeper.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, obj := range stock {
+		if g := obj.GroupVersionKind().Group; (g == "" || g == rbacv1.GroupName) && slices.Contains(rbacKinds, obj.GetKind()) {
+			out = append(out, obj)
+		}
+	}
+	plugin, err := ReadObjects(filepath.Join(root, "config", "gatekeeper", "rbac.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, plugin...)
+	manager, err := Kustomize(filepath.Join(root, "config", "rbac"))
+	if err != nil {
+		return nil, err
+	}
+	return append(out, manager...), nil
+}
+
+// Kustomize renders a kustomization with kubectl, as `kubectl apply -k`
+// would apply it.
+func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
+	cmd := exec.Command("kubectl", "kustomize", dir)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubectl kustomize %s: %w: %s", dir, err, stderr.String())
+	}
+	f, err := os.CreateTemp("", "kustomize-*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.Remove(f.Name()) }()
+	if _, err := f.Write(out); err != nil {
+		return nil, errors.Join(err, f.Close())
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	return ReadObjects(f.Name())
+}
+
+// installRBAC applies the shipped RBAC.
+func (c *Cluster) installRBAC(ctx context.Context, gatekeeperDir string) error {
+	objs, err := shippedRBAC(gatekeeperDir)
+	if err != nil {
+		return err
+	}
+	if err := c.Apply(ctx, time.Minute, objs...); err != nil {
+		return fmt.Errorf("shipped RBAC: %w", err)
+	}
+	return nil
+}
+
+// WaitAggregated waits until the manager's aggregated ClusterRole holds
+// every rule of the ClusterRoles labelled to join it (kube-controller-manager
+// aggregates them): after applying such a ClusterRole, before relying on it.
+func (c *Cluster) WaitAggregated(ctx context.Context) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var parts rbacv1.ClusterRoleList
+		if last = c.Client.List(ctx, &parts, client.MatchingLabels{dynwatch.AggregateLabel: "true"}); last != nil {
+			return false, nil
+		}
+		var aggregated rbacv1.ClusterRole
+		if last = c.Client.Get(ctx, types.NamespacedName{Name: dynwatch.CountedKindsRole}, &aggregated); last != nil {
+			return false, nil
+		}
+		for _, p := range parts.Items {
+			for _, r := range p.Rules {
+				if !slices.ContainsFunc(aggregated.Rules, func(a rbacv1.PolicyRule) bool { return equalRule(a, r) }) {
+					last = fmt.Errorf("ClusterRole %s lacks %s's rule %v", dynwatch.CountedKindsRole, p.Name, r)
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", err, last)
+	}
+	return nil
+}
+
+func equalRule(a, b rbacv1.PolicyRule) bool {
+	return slices.Equal(a.APIGroups, b.APIGroups) && slices.Equal(a.Resources, b.Resources) &&
+		slices.Equal(a.Verbs, b.Verbs) && slices.Equal(a.ResourceNames, b.ResourceNames) &&
+		slices.Equal(a.NonResourceURLs, b.NonResourceURLs)
+}
+
+// writeServiceAccountKubeconfig writes a kubeconfig that authenticates as
+// sa, which must exist (the shipped RBAC creates it).
+func (c *Cluster) writeServiceAccountKubeconfig(ctx context.Context, file string, sa ServiceAccount) (string, error) {
+	if err := c.Client.Get(ctx, types.NamespacedName{Namespace: sa.Namespace, Name: sa.Name}, &corev1.ServiceAccount{}); err != nil {
+		return "", fmt.Errorf("ServiceAccount %s/%s: %w", sa.Namespace, sa.Name, err)
+	}
+	return c.writeUserKubeconfig(file, envtest.User{Name: sa.UserName(), Groups: sa.Groups()})
+}

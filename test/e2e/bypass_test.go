@@ -3,7 +3,6 @@ package e2e_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -121,16 +119,10 @@ func TestBreakGlassBypassesQuotaForAWhile(t *testing.T) {
 	tenantBinding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tara"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: tenantRole.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "tara"}}}
-	// The shipped break-glass role, bound to the bypass group and to one
-	// that is not in it.
-	objs, err := localcluster.ReadObjects(filepath.Join(testenv.RepoRoot(), "config", "rbac", "personas.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if o.GetName() == "quotakeeper-break-glass" {
-			create(t, o)
-		}
+	// The shipped break-glass role (the test bed installs config/rbac),
+	// bound to the bypass group and to one that is not in it.
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Name: "quotakeeper-break-glass"}, &rbacv1.ClusterRole{}); err != nil {
+		t.Fatalf("the shipped quotakeeper-break-glass ClusterRole: %v", err)
 	}
 	breakGlass := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-break-glass"},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quotakeeper-break-glass"},
@@ -153,7 +145,7 @@ func TestBreakGlassBypassesQuotaForAWhile(t *testing.T) {
 	waitBucket(t, consumer, rt, 1, 0)
 	see := seeEffective(ns, consumer, rt)
 	quotaMsg := fmt.Sprintf("quota exceeded for Namespace %s: requested 1 of %s, available 0 of 1 (allocated 1, reserved 0)%s", ns, rt, see)
-	err = createAsTara("cm-2")
+	err := createAsTara("cm-2")
 	if want := fmt.Sprintf(`admission webhook "validation.gatekeeper.sh" denied the request: [%s] %s`, name, quotaMsg); err == nil || err.Error() != want {
 		t.Fatalf("cm-2 at the limit: got %v\nwant %s", err, want)
 	}

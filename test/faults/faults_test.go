@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -83,6 +84,7 @@ func runScenario(t *testing.T, scenario string, fault func(t *testing.T)) {
 		t.Errorf("%d live objects, limit %d: %v", len(live), limit, sortedKeys(live))
 	}
 	o.logOthers(t)
+	logExpired(t, ns)
 	admitted, refused, quota, unknown := o.counts()
 	t.Logf("%d creates admitted, %d refused (%d by quota), %d without an answer; %d objects live and counted", admitted, refused, quota, unknown, len(live))
 }
@@ -158,15 +160,45 @@ func TestStopEtcd(t *testing.T) {
 	})
 }
 
-// (c) the manager (observer and controllers) down for longer than the
-// reservation TTL under load: admission goes on reserving, nothing folds or
-// expires, and the restarted manager must fold what exists and expire only
-// what does not.
+// (c) the manager (observer and controllers) killed while the bucket holds
+// reservations, and down for longer than the reservation TTL under load:
+// admission goes on reserving, nothing folds or expires, and the restarted
+// manager must fold the reservations whose objects exist, long past their
+// expiry, and expire only those whose objects do not.
 func TestStopManagerPastTTL(t *testing.T) {
+	ns := scenarioNamespace("manager")
 	runScenario(t, "manager", func(t *testing.T) {
-		cluster.Manager.Stop()
+		ctx := context.Background()
+		testenv.Eventually(t, time.Minute, "the manager killed while the bucket holds reservations", func() error {
+			if b, err := getBucket(ctx, ns); err != nil || len(b.Status.Reservations) == 0 {
+				return fmt.Errorf("no reservation in flight (%v)", err)
+			}
+			cluster.Manager.Kill()
+			b, err := getBucket(ctx, ns)
+			if err == nil && len(b.Status.Reservations) > 0 {
+				return nil
+			}
+			if err := cluster.Restart(ctx, cluster.Manager); err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Errorf("the reservations were folded before the manager died (%v)", err)
+		})
 		time.Sleep(reservationTTL + reservationTTL/2) // the outage itself
-		if err := cluster.Restart(context.Background(), cluster.Manager); err != nil {
+		b, err := getBucket(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expired := 0
+		for _, r := range b.Status.Reservations {
+			if r.ExpiresAt.Time.Before(time.Now()) {
+				expired++
+			}
+		}
+		if expired == 0 {
+			t.Fatalf("no reservation past its expiry after the outage: %+v", b.Status.Reservations)
+		}
+		t.Logf("the manager comes back to %d reservations past their expiry (allocated %d)", expired, b.Status.Allocated)
+		if err := cluster.Restart(ctx, cluster.Manager); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -200,4 +232,25 @@ func restartExited(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// logExpired logs how many reservations the observer expired in ns (its
+// ReservationExpired Events): the reservations of creates that were
+// admitted but never stored.
+func logExpired(t *testing.T, ns string) {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := cluster.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	n := int32(0)
+	for _, e := range list.Items {
+		if e.Reason == "ReservationExpired" {
+			n++
+			if e.Series != nil {
+				n += e.Series.Count - 1
+			}
+		}
+	}
+	t.Logf("%d reservations expired (ReservationExpired Events)", n)
 }

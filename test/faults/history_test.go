@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,8 @@ type history struct {
 	lastRev    int64
 	lastVer    int64
 	resumed    int
+	// log is every version in short, for the context of a violation.
+	log []string
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -133,6 +136,12 @@ func (h *history) record(kv *mvccpb.KeyValue) {
 	}
 	used := b.Status.Allocated + max(reserved, b.Status.Reserved)
 	h.maxUsed = max(h.maxUsed, used)
+	var held []string
+	for _, r := range b.Status.Reservations {
+		held = append(held, fmt.Sprintf("%s(%s)", r.ID, r.Object.Name))
+	}
+	h.log = append(h.log, fmt.Sprintf("revision %d: limit %d allocated %d claimCount %d reserved %d %v",
+		kv.ModRevision, b.Status.Limit, b.Status.Allocated, b.Status.ClaimCount, max(reserved, b.Status.Reserved), held))
 	if used > b.Status.Limit {
 		h.violations = append(h.violations, fmt.Sprintf("revision %d: allocated %d + reserved %d (%d reservations) > limit %d",
 			kv.ModRevision, b.Status.Allocated, max(reserved, b.Status.Reserved), len(b.Status.Reservations), b.Status.Limit))
@@ -177,6 +186,6 @@ func (h *history) stop(t *testing.T) {
 		t.Errorf("bucket history incomplete:\n%v", h.gaps)
 	}
 	if len(h.violations) > 0 {
-		t.Errorf("bucket over its limit in %d of %d stored versions:\n%v", len(h.violations), h.versions, h.violations)
+		t.Errorf("bucket over its limit in %d of %d stored versions:\n%v\nevery version:\n%s", len(h.violations), h.versions, h.violations, strings.Join(h.log, "\n"))
 	}
 }

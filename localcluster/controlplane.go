@@ -78,15 +78,19 @@ func (c *Cluster) WaitAPIServer(ctx context.Context, timeout time.Duration) erro
 	for time.Now().Before(deadline) {
 		var status int
 		res := cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).StatusCode(&status)
-		if last = res.Error(); last == nil && status == 200 {
+		last = res.Error()
+		if last == nil && status == 200 {
 			return nil
+		}
+		if last == nil {
+			last = fmt.Errorf("/readyz answered %d", status)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	return fmt.Errorf("kube-apiserver not ready after %s: %v", timeout, last)
+	return fmt.Errorf("kube-apiserver not ready after %s: %w", timeout, last)
 }
 
 // stopControlPlane stops the adopted processes, kube-apiserver first, before

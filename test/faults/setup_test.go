@@ -16,6 +16,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
@@ -65,7 +66,7 @@ func install(ctx context.Context) error {
 	if err := c.Create(ctx, reg); err != nil {
 		return err
 	}
-	if err := poll(ctx, time.Minute, "registration Active", func() error {
+	if err := localcluster.Poll(ctx, time.Minute, "registration Active", func() error {
 		return activeCondition(ctx, reg)
 	}); err != nil {
 		return err
@@ -76,7 +77,7 @@ func install(ctx context.Context) error {
 		if err := c.Create(ctx, g); err != nil {
 			return err
 		}
-		if err := poll(ctx, time.Minute, "grant in "+ns+" Active", func() error {
+		if err := localcluster.Poll(ctx, time.Minute, "grant in "+ns+" Active", func() error {
 			return activeCondition(ctx, g)
 		}); err != nil {
 			return err
@@ -97,29 +98,12 @@ func install(ctx context.Context) error {
 	if err := cluster.Apply(ctx, time.Minute, constraint); err != nil {
 		return err
 	}
-	if err := poll(ctx, 2*time.Minute, "constraint enforced by every replica", func() error {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(constraint.GroupVersionKind())
-		if err := c.Get(ctx, client.ObjectKey{Name: "faults"}, got); err != nil {
-			return err
-		}
-		byPod, _, _ := unstructured.NestedSlice(got.Object, "status", "byPod")
-		enforced := 0
-		for _, p := range byPod {
-			if e, _, _ := unstructured.NestedBool(p.(map[string]any), "enforced"); e {
-				enforced++
-			}
-		}
-		if enforced < len(cluster.Gatekeepers) {
-			return fmt.Errorf("enforced by %d of %d replicas", enforced, len(cluster.Gatekeepers))
-		}
-		return nil
-	}); err != nil {
+	if err := cluster.WaitEnforced(ctx, 2*time.Minute, constraint.GroupVersionKind(), "faults"); err != nil {
 		return err
 	}
 	for _, s := range scenarios {
 		ns := scenarioNamespace(s)
-		if err := poll(ctx, time.Minute, "bucket of "+ns, func() error {
+		if err := localcluster.Poll(ctx, time.Minute, "bucket of "+ns, func() error {
 			b, err := getBucket(ctx, ns)
 			if err == nil && b.Status.Limit != limit {
 				err = fmt.Errorf("limit %d", b.Status.Limit)
@@ -161,21 +145,6 @@ func activeCondition(ctx context.Context, obj client.Object) error {
 		return fmt.Errorf("%s not Active: %+v", obj.GetName(), conds)
 	}
 	return nil
-}
-
-// poll calls check until it returns nil or timeout passes.
-func poll(ctx context.Context, timeout time.Duration, what string, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s: not after %s: %w", what, timeout, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 func containsAll(s string, parts ...string) bool {

@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -170,8 +171,10 @@ func TestStopManagerPastTTL(t *testing.T) {
 	runScenario(t, "manager", func(t *testing.T) {
 		ctx := context.Background()
 		testenv.Eventually(t, time.Minute, "the manager killed while the bucket holds reservations", func() error {
-			if b, err := getBucket(ctx, ns); err != nil || len(b.Status.Reservations) == 0 {
-				return fmt.Errorf("no reservation in flight (%v)", err)
+			if b, err := getBucket(ctx, ns); err != nil {
+				return err
+			} else if len(b.Status.Reservations) == 0 {
+				return errors.New("no reservation in flight")
 			}
 			cluster.Manager.Kill()
 			b, err := getBucket(ctx, ns)
@@ -181,7 +184,10 @@ func TestStopManagerPastTTL(t *testing.T) {
 			if err := cluster.Restart(ctx, cluster.Manager); err != nil {
 				t.Fatal(err)
 			}
-			return fmt.Errorf("the reservations were folded before the manager died (%v)", err)
+			if err != nil {
+				return err
+			}
+			return errors.New("the reservations were folded before the manager died")
 		})
 		time.Sleep(reservationTTL + reservationTTL/2) // the outage itself
 		b, err := getBucket(ctx, ns)

@@ -44,7 +44,7 @@ GO_BUILD_FLAGS := -ldflags '$(LDFLAGS)'
 # `go test -race` needs cgo. test/binaries checks the outputs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build generate verify lint vet test unit fuzz bench testbin gatekeeper manager quotactl kubectl-quota images e2e run load clean help
+.PHONY: all build generate verify lint vet test unit fuzz bench testbin gatekeeper manager quotactl kubectl-quota images e2e faults run load clean help
 
 all: build
 
@@ -192,6 +192,9 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; longer: make fuzz FUZZT
 
 e2e: testbin gatekeeper manager ## End-to-end tests only: Gatekeeper replicas, the manager and a real control plane.
 	go test $(GO_TEST_FLAGS) -v ./test/e2e/
+
+faults: testbin gatekeeper manager ## The fault suite only: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults).
+	go test $(GO_TEST_FLAGS) -v ./test/faults/
 
 # Benchmarks that talk to an apiserver run a fixed count: their b.N would
 # otherwise grow until each takes a second of a write-bound loop.

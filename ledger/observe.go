@@ -23,6 +23,14 @@ type Observation struct {
 	// Fold lists reservation ids now counted in Allocated: removed in this
 	// write, so the same object is never counted twice.
 	Fold []string
+	// Counted is the generation at which each object counted in Allocated
+	// was counted, by uid. The write also folds every reservation of the
+	// stored bucket that one of them accounts for (ReservationFor: the
+	// object's uid at that generation or earlier), Fold or not: the
+	// observer plans Fold from its cached copy of the bucket, which can lag
+	// (after an apiserver restart its informers re-list apart), and a
+	// reservation it did not see must not stay beside the object it counts.
+	Counted map[string]int64
 	// Expire lists reservation ids that expired with no object: removed in
 	// this write.
 	Expire []string
@@ -65,6 +73,12 @@ func (l *Ledger) Observe(ctx context.Context, key BucketKey, obs Observation) (B
 				if b.holds(id) {
 					remove = append(remove, id)
 				}
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(b.Reservations)) {
+			uid, g, _ := ReservationFor(id)
+			if counted, ok := obs.Counted[uid]; ok && counted >= g && !slices.Contains(remove, id) {
+				remove = append(remove, id)
 			}
 		}
 		if !changed && len(remove) == 0 {

@@ -2,7 +2,9 @@ package ledger_test
 
 import (
 	"errors"
+	"maps"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -61,6 +63,27 @@ func TestObserveKeepsReservationsItDoesNotName(t *testing.T) {
 	mustReserve(t, f, claim("late", req(project("p"), rtProjects, 4, nil)))
 	mustObserve(t, f, projectsKey, observed(2))
 	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 2, Reserved: 4, Available: 4})
+}
+
+// A reservation the observer did not name (its cached copy of the bucket
+// lagged) whose object it counts is folded all the same: the object is never
+// in allocated beside its own reservation. An update's growth is folded only
+// once the object is counted at that generation; others stay.
+func TestObserveFoldsWhatItCountsUnnamed(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	mustReserve(t, f, claim("uid-a", req(project("p"), rtProjects, 2, nil)))
+	mustReserve(t, f, claim("uid-b/3/1", req(project("p"), rtProjects, 1, nil)))
+	mustReserve(t, f, claim("uid-c/2/1", req(project("p"), rtProjects, 1, nil)))
+	mustReserve(t, f, claim("uid-d", req(project("p"), rtProjects, 3, nil)))
+	obs := observed(5)
+	obs.Count = 3
+	obs.Counted = map[string]int64{"uid-a": 0, "uid-b": 2, "uid-c": 2}
+	b := mustObserve(t, f, projectsKey, obs)
+	if diff := cmp.Diff([]string{"uid-b/3/1", "uid-d"}, slices.Sorted(maps.Keys(b.Reservations))); diff != "" {
+		t.Fatalf("reservations left (-want +got):\n%s", diff)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 5, Reserved: 4, Available: 1})
 }
 
 func TestObserveRecomputesTheLimit(t *testing.T) {

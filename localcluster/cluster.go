@@ -81,6 +81,8 @@ type Cluster struct {
 	// subResources are those Gatekeeper's webhook receives besides every
 	// resource, as its chart lists them.
 	subResources []string
+	// etcd and apiserver are envtest's processes once adopted (controlplane.go).
+	etcd, apiserver *Process
 }
 
 // Start brings the cluster up. On error, everything started is stopped.
@@ -185,6 +187,7 @@ func (c *Cluster) Stop() {
 		_ = c.balancer.Close()
 	}
 	_ = c.webhooks.Cleanup()
+	c.stopControlPlane()
 	if c.env != nil {
 		_ = c.env.Stop()
 	}

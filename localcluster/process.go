@@ -27,8 +27,9 @@ type Process struct {
 	// the manager's --metrics-bind-address.
 	Metrics string
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
+	mu sync.Mutex
+	// pid leads the process group; zero before the first start.
+	pid  int
 	done chan struct{}
 }
 
@@ -50,7 +51,7 @@ func (p *Process) Start(ctx context.Context, timeout time.Duration) error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); logFile.Close(); close(done) }()
 	p.mu.Lock()
-	p.cmd, p.done = cmd, done
+	p.pid, p.done = cmd.Process.Pid, done
 	p.mu.Unlock()
 	if p.Ready == "" {
 		return nil
@@ -104,11 +105,27 @@ func (p *Process) Stop() {
 // the process exits; nil when it never started.
 func (p *Process) signal(sig syscall.Signal) chan struct{} {
 	p.mu.Lock()
-	cmd, done := p.cmd, p.done
+	pid, done := p.pid, p.done
 	p.mu.Unlock()
-	if cmd == nil {
+	if pid == 0 {
 		return nil
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	_ = syscall.Kill(-pid, sig)
 	return done
+}
+
+// Running says whether the process was started and has not exited.
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
 }

@@ -127,7 +127,7 @@ func (t *Tally) Seen(uid string) (generation int64, ok bool) {
 }
 
 // Observation returns the bucket's figures (Fold and Expire left empty), with
-// checked sums.
+// checked sums, and the objects they count (Counted).
 func (t *Tally) Observation(key ledger.BucketKey) (ledger.Observation, error) {
 	members := t.buckets[key]
 	obs := ledger.Observation{Count: int64(len(members))}
@@ -135,8 +135,10 @@ func (t *Tally) Observation(key ledger.BucketKey) (ledger.Observation, error) {
 		return obs, nil
 	}
 	obs.ByNamespace = map[string]int64{}
+	obs.Counted = make(map[string]int64, len(members))
 	for _, uid := range slices.Sorted(maps.Keys(members)) {
 		m := members[uid]
+		obs.Counted[uid] = m.generation
 		var err error
 		if obs.Allocated, err = ledger.Add(obs.Allocated, m.amount); err != nil {
 			return ledger.Observation{}, fmt.Errorf("bucket %s: %w", key.Name(), err)

@@ -48,8 +48,8 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			},
 			changed: []ledger.BucketKey{teamA, acme},
 			want: map[ledger.BucketKey]ledger.Observation{
-				teamA: {Allocated: 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1}},
-				acme:  {Allocated: 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1}},
+				teamA: {Allocated: 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1}, Counted: map[string]int64{"u1": 1}},
+				acme:  {Allocated: 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1}, Counted: map[string]int64{"u1": 1}},
 			},
 		},
 		{
@@ -59,7 +59,7 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			},
 			changed: []ledger.BucketKey{teamA},
 			want: map[ledger.BucketKey]ledger.Observation{
-				teamA: {Allocated: 4, Count: 2, ByNamespace: map[string]int64{"team-a": 4}},
+				teamA: {Allocated: 4, Count: 2, ByNamespace: map[string]int64{"team-a": 4}, Counted: map[string]int64{"u1": 1, "u2": 1}},
 			},
 		},
 		{
@@ -77,7 +77,7 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			changed: []ledger.BucketKey{teamB, acme},
 			want: map[ledger.BucketKey]ledger.Observation{
 				acme:  {},
-				teamB: {Allocated: 2, Count: 1, ByNamespace: map[string]int64{"team-a": 2}},
+				teamB: {Allocated: 2, Count: 1, ByNamespace: map[string]int64{"team-a": 2}, Counted: map[string]int64{"u1": 1}},
 			},
 		},
 		{
@@ -87,7 +87,7 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			},
 			changed: []ledger.BucketKey{teamA},
 			want: map[ledger.BucketKey]ledger.Observation{
-				teamA: {Allocated: 6, Count: 2, ByNamespace: map[string]int64{"team-a": 6}},
+				teamA: {Allocated: 6, Count: 2, ByNamespace: map[string]int64{"team-a": 6}, Counted: map[string]int64{"u1": 1, "u2": 2}},
 			},
 		},
 		{
@@ -95,7 +95,7 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			do:      func() []ledger.BucketKey { return tl.Set("cm/a/1", obj("u1", 1, "team-a", nil)) },
 			changed: []ledger.BucketKey{teamA, teamB},
 			want: map[ledger.BucketKey]ledger.Observation{
-				teamA: {Allocated: 5, Count: 1, ByNamespace: map[string]int64{"team-a": 5}},
+				teamA: {Allocated: 5, Count: 1, ByNamespace: map[string]int64{"team-a": 5}, Counted: map[string]int64{"u2": 2}},
 				teamB: {},
 			},
 		},
@@ -131,7 +131,8 @@ func TestTallySplitsByNamespace(t *testing.T) {
 	tl.Set("a", obj("u1", 0, "team-a", map[ledger.BucketKey]int64{acme: 2}))
 	tl.Set("b", obj("u2", 0, "team-b", map[ledger.BucketKey]int64{acme: 3}))
 	tl.Set("c", obj("u3", 0, "", map[ledger.BucketKey]int64{acme: 1}))
-	want := ledger.Observation{Allocated: 6, Count: 3, ByNamespace: map[string]int64{"team-a": 2, "team-b": 3, "": 1}}
+	want := ledger.Observation{Allocated: 6, Count: 3, ByNamespace: map[string]int64{"team-a": 2, "team-b": 3, "": 1},
+		Counted: map[string]int64{"u1": 0, "u2": 0, "u3": 0}}
 	if diff := cmp.Diff(want, observation(t, tl, acme)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}

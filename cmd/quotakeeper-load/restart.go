@@ -14,6 +14,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/localcluster"
 )
 
 // Phase (r): what a manager restart costs once many objects are counted.
@@ -121,7 +122,7 @@ func (h *harness) restartManager(ctx context.Context, namespaces []string, org q
 	if err != nil {
 		return 0, err
 	}
-	err = poll(ctx, h.cfg.quiesce, "the object created at the restart counted", func() error {
+	err = localcluster.Poll(ctx, h.cfg.quiesce, "the object created at the restart counted", func() error {
 		var b quotav1alpha1.AllowanceBucket
 		if err := h.c.Client.Get(ctx, name, &b); err != nil {
 			return err
@@ -146,7 +147,7 @@ func (h *harness) deleteConstraint(ctx context.Context, name string) error {
 	if err := h.c.Client.Delete(ctx, c); err != nil {
 		return err
 	}
-	return poll(ctx, 2*time.Minute, "constraint "+name+" deleted", func() error {
+	return localcluster.Poll(ctx, 2*time.Minute, "constraint "+name+" deleted", func() error {
 		err := h.c.Client.Get(ctx, client.ObjectKey{Name: name}, c)
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -171,7 +171,7 @@ func (h *harness) install(ctx context.Context) error {
 	if err := h.c.Client.Create(ctx, reg); err != nil {
 		return err
 	}
-	return poll(ctx, time.Minute, "registration Active", func() error {
+	return localcluster.Poll(ctx, time.Minute, "registration Active", func() error {
 		got := &quotav1alpha1.ResourceRegistration{}
 		if err := h.c.Client.Get(ctx, client.ObjectKeyFromObject(reg), got); err != nil {
 			return err
@@ -535,7 +535,7 @@ func (h *harness) grant(ctx context.Context, org quotav1alpha1.ConsumerRef, limi
 	if err := h.c.Client.Create(ctx, g); err != nil {
 		return err
 	}
-	return poll(ctx, time.Minute, "grant "+g.Name+" Active", func() error {
+	return localcluster.Poll(ctx, time.Minute, "grant "+g.Name+" Active", func() error {
 		got := &quotav1alpha1.ResourceGrant{}
 		if err := h.c.Client.Get(ctx, client.ObjectKeyFromObject(g), got); err != nil {
 			return err
@@ -572,54 +572,17 @@ func (h *harness) constraint(ctx context.Context, kind, name string, namespaces 
 	if err := h.c.Apply(ctx, 2*time.Minute, c); err != nil {
 		return err
 	}
-	return poll(ctx, 2*time.Minute, "constraint "+name+" enforced by every replica", func() error {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(c.GroupVersionKind())
-		if err := h.c.Client.Get(ctx, client.ObjectKey{Name: name}, got); err != nil {
-			return err
-		}
-		byPod, _, _ := unstructured.NestedSlice(got.Object, "status", "byPod")
-		enforced := 0
-		for _, p := range byPod {
-			if m, ok := p.(map[string]any); ok {
-				if e, _, _ := unstructured.NestedBool(m, "enforced"); e {
-					enforced++
-				}
-			}
-		}
-		if enforced < h.replicas {
-			return fmt.Errorf("enforced by %d of %d replicas", enforced, h.replicas)
-		}
-		return nil
-	})
+	return h.c.WaitEnforced(ctx, 2*time.Minute, c.GroupVersionKind(), name)
 }
 
 // ready waits until a dry-run create in ns is admitted: the whole admission
 // path (Gatekeeper, the constraint, the grant in Gatekeeper's mirror) is up,
 // and nothing is counted or reserved for a dry run.
 func (h *harness) ready(ctx context.Context, ns string) error {
-	return poll(ctx, 2*time.Minute, "a dry-run create admitted in "+ns, func() error {
+	return localcluster.Poll(ctx, 2*time.Minute, "a dry-run create admitted in "+ns, func() error {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ready-probe"}}
 		return h.c.Client.Create(ctx, cm, client.DryRunAll)
 	})
-}
-
-func poll(ctx context.Context, timeout time.Duration, what string, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: still not true after %s: %w", what, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
 }
 
 // summary prints the phases as a table and the ratios the issue judges by.

@@ -129,24 +129,9 @@ func quotaConstraint(t *testing.T, kind, name string, spec map[string]any) {
 // waitEnforced waits until every Gatekeeper replica enforces the constraint.
 func waitEnforced(t *testing.T, gvk schema.GroupVersionKind, name string) {
 	t.Helper()
-	testenv.Eventually(t, 2*time.Minute, "constraint "+name+" enforced by every replica", func() error {
-		got := &unstructured.Unstructured{}
-		got.SetGroupVersionKind(gvk)
-		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, got); err != nil {
-			return err
-		}
-		byPod, _, _ := unstructured.NestedSlice(got.Object, "status", "byPod")
-		enforced := 0
-		for _, p := range byPod {
-			if e, _, _ := unstructured.NestedBool(p.(map[string]any), "enforced"); e {
-				enforced++
-			}
-		}
-		if enforced < len(cluster.Gatekeepers) {
-			return fmt.Errorf("enforced by %d of %d replicas", enforced, len(cluster.Gatekeepers))
-		}
-		return nil
-	})
+	if err := cluster.WaitEnforced(context.Background(), 2*time.Minute, gvk, name); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func toAny(ss []string) []any {

@@ -165,11 +165,14 @@ $(GATEKEEPER): go.mod go.sum $(shell find $(GATEKEEPER_PACKAGES) -name '*.go' 2>
 unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
 
-test: verify testbin gatekeeper manager quotactl kubectl-quota images ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector.
+test: verify testbin gatekeeper manager quotactl kubectl-quota images ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector, then the fault suite alone.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
 	$(QUOTACTL) verify templates/
 	cd hack/tools/images && go test -count=1 ./...
-	go test $(GO_TEST_FLAGS) ./...
+	@# The fault suite kills and stops its own control plane on a timetable:
+	@# it runs alone, after the rest, not beside the end-to-end cluster.
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/faults)
+	go test $(GO_TEST_FLAGS) ./test/faults/
 	$(MAKE) fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 # Go fuzz targets, package:target. Their seed corpora (testdata/fuzz/<target>/)

@@ -182,7 +182,8 @@ test: verify testbin gatekeeper manager quotactl kubectl-quota images ## Everyth
 # fix the bug and commit that file, a regression seed from then on.
 FUZZ_TARGETS := builtins:FuzzDecodeClaim builtins:FuzzDecodeQuery builtins:FuzzQuantity \
 	celpolicy:FuzzSplitTemplate validation:FuzzValidateGrant validation:FuzzValidateClaim \
-	validation:FuzzValidateRegistration webhooks:FuzzPolicyValidators
+	validation:FuzzValidateRegistration webhooks:FuzzPolicyValidators \
+	webhooks:FuzzValidateBypassSpec
 FUZZTIME      ?= 10s
 TEST_FUZZTIME ?= 5s
 

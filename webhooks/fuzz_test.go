@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -87,4 +88,37 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// FuzzValidateBypassSpec feeds the QuotaBypass webhook's spec check specs
+// decoded from JSON. A refusal names only fields under spec; an admitted
+// spec is one the controller and the plugin's audit can act on: a reason
+// that is not blank, a duration above zero and within the maximum, and at
+// least one constraint, each with a kind and a name. Seeds:
+// testdata/fuzz/FuzzValidateBypassSpec/.
+func FuzzValidateBypassSpec(f *testing.F) {
+	const maxDuration = time.Hour
+	f.Fuzz(func(t *testing.T, specJSON string) {
+		var s quotav1alpha1.QuotaBypassSpec
+		if json.Unmarshal([]byte(specJSON), &s) != nil {
+			return
+		}
+		errs := ValidateBypassSpec(&s, maxDuration)
+		for _, e := range errs {
+			if !strings.HasPrefix(e.Field, "spec.") {
+				t.Fatalf("refusal without a field under spec: %v", e)
+			}
+		}
+		if len(errs) > 0 {
+			return
+		}
+		if strings.TrimSpace(s.Reason) == "" || s.Duration.Duration <= 0 || s.Duration.Duration > maxDuration || len(s.Constraints) == 0 {
+			t.Fatalf("admitted %+v", s)
+		}
+		for _, c := range s.Constraints {
+			if c.Kind == "" || c.Name == "" {
+				t.Fatalf("admitted a constraint without kind or name: %+v", s)
+			}
+		}
+	})
 }

@@ -253,6 +253,17 @@ type chartValues struct {
 	SubResources          []string `json:"validatingWebhookSubResources"`
 	WebhookTimeoutSeconds int      `json:"validatingWebhookTimeoutSeconds"`
 	FailurePolicy         string   `json:"validatingWebhookFailurePolicy"`
+	ExtraVolumes          []struct {
+		Name      string `json:"name"`
+		ConfigMap *struct {
+			Name     string `json:"name"`
+			Optional bool   `json:"optional"`
+		} `json:"configMap"`
+	} `json:"extraVolumes"`
+	ExtraVolumeMounts []struct {
+		Name      string `json:"name"`
+		MountPath string `json:"mountPath"`
+	} `json:"extraVolumeMounts"`
 }
 
 func readChartValues(file string) (chartValues, error) {

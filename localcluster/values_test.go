@@ -42,4 +42,17 @@ func TestGatekeeperValuesInstallWithTheStockChart(t *testing.T) {
 	if timeout := time.Duration(ours.WebhookTimeoutSeconds) * time.Second; timeout <= builtins.DefaultDeadline {
 		t.Errorf("validatingWebhookTimeoutSeconds %v is not above the plugin's --quota-deadline default %v", timeout, builtins.DefaultDeadline)
 	}
+	// The plugin's settings reach both Deployments without hand edits: the
+	// quotakeeper chart's ConfigMap, mounted where the plugin reads it
+	// (plugin.DefaultSettingsFile), optional so Gatekeeper starts first.
+	if len(ours.ExtraVolumes) != 1 || len(ours.ExtraVolumeMounts) != 1 {
+		t.Fatalf("extraVolumes %+v, extraVolumeMounts %+v: want the plugin settings volume and its mount", ours.ExtraVolumes, ours.ExtraVolumeMounts)
+	}
+	vol, mount := ours.ExtraVolumes[0], ours.ExtraVolumeMounts[0]
+	if vol.ConfigMap == nil || vol.ConfigMap.Name != "quotakeeper-plugin" || !vol.ConfigMap.Optional {
+		t.Errorf("extraVolumes[0] %+v: want the optional ConfigMap quotakeeper-plugin", vol)
+	}
+	if mount.Name != vol.Name || mount.MountPath != "/etc/quotakeeper/plugin" {
+		t.Errorf("extraVolumeMounts[0] %+v: want volume %s at /etc/quotakeeper/plugin", mount, vol.Name)
+	}
 }

@@ -18,7 +18,6 @@ package plugin
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/controller"
@@ -36,16 +35,6 @@ import (
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/metrics"
 	"github.com/quotakeeper/quotakeeper/version"
-)
-
-// Flags join Gatekeeper's own command line (it parses the standard flag set).
-var (
-	systemNamespace = flag.String("quota-system-namespace", quotav1alpha1.DefaultSystemNamespace,
-		"namespace holding the AllowanceBuckets of consumers that are not namespaces (quotakeeper)")
-	reservationTTL = flag.Duration("quota-reservation-ttl", ledger.DefaultReservationTTL,
-		"how long an admission reservation holds quota before it expires unless its object appears (quotakeeper)")
-	deadline = flag.Duration("quota-deadline", builtins.DefaultDeadline,
-		"longest a quota.reserve call waits for the ledger before it denies and undoes what it wrote; keep it below the webhook's timeoutSeconds (quotakeeper)")
 )
 
 // Install registers the builtins, adds quotakeeper's kinds to Gatekeeper's
@@ -71,16 +60,20 @@ func Install(scheme *runtime.Scheme) {
 // It logs the plugin's version: Install runs in an init function, before
 // Gatekeeper has set its logger, so the line would be lost there.
 func AddToManager(mgr manager.Manager) error {
-	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version,
-		"systemNamespace", *systemNamespace, "reservationTTL", reservationTTL.String(), "deadline", deadline.String())
-	builtins.SetDeadline(*deadline)
+	settings, source, err := loadSettings()
+	if err != nil {
+		return err
+	}
+	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version, "settings", source,
+		"systemNamespace", settings.SystemNamespace, "reservationTTL", settings.ReservationTTL.String(), "deadline", settings.Deadline.String())
+	builtins.SetDeadline(settings.Deadline.Duration)
 	// Gatekeeper's Prometheus exporter serves the default gatherer
 	// (promhttp.Handler) on its --prometheus-port: registered there, the
 	// plugin's metrics appear next to Gatekeeper's own.
 	if err := metrics.RegisterGatekeeper(prometheus.DefaultRegisterer); err != nil {
 		return fmt.Errorf("quotakeeper metrics: %w", err)
 	}
-	l, m, err := grants.NewLedger(mgr, *systemNamespace, ledger.WithReservationTTL(*reservationTTL))
+	l, m, err := grants.NewLedger(mgr, settings.SystemNamespace, ledger.WithReservationTTL(settings.ReservationTTL.Duration))
 	if err != nil {
 		return fmt.Errorf("quotakeeper ledger: %w", err)
 	}

@@ -304,9 +304,13 @@ func (c *Cluster) startGatekeepers(ctx context.Context) error {
 	if c.GatekeeperKubeconfig, err = c.writeServiceAccountKubeconfig(ctx, "gatekeeper.kubeconfig", GatekeeperServiceAccount); err != nil {
 		return err
 	}
+	settings, err := c.writePluginSettings()
+	if err != nil {
+		return err
+	}
 	var backends []string
 	for i := range c.opts.GatekeeperReplicas {
-		p, addr, err := c.gatekeeperProcess(ctx, i)
+		p, addr, err := c.gatekeeperProcess(ctx, i, settings)
 		if err != nil {
 			return err
 		}
@@ -324,7 +328,19 @@ func (c *Cluster) startGatekeepers(ctx context.Context) error {
 	return c.Client.Create(ctx, c.validatingWebhook())
 }
 
-func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, string, error) {
+// writePluginSettings writes the plugin's settings file, as the
+// quotakeeper chart's ConfigMap gives it to Gatekeeper in a cluster
+// (docs/operations.md#plugin-settings), and returns its path.
+func (c *Cluster) writePluginSettings() (string, error) {
+	var settings string
+	if c.opts.ReservationTTL != 0 {
+		settings = "reservationTTL: " + c.opts.ReservationTTL.String() + "\n"
+	}
+	path := filepath.Join(c.opts.Dir, "quotakeeper-plugin-settings.yaml")
+	return path, os.WriteFile(path, []byte(settings), 0o644)
+}
+
+func (c *Cluster) gatekeeperProcess(ctx context.Context, i int, settings string) (*Process, string, error) {
 	name := fmt.Sprintf("gatekeeper-%d", i)
 	// Gatekeeper's status writers look their Pod up; without a kubelet it
 	// simply stays Pending.
@@ -352,7 +368,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 	return &Process{
 		Name: name,
 		Path: c.opts.Gatekeeper,
-		Args: append([]string{
+		Args: []string{
 			"--kubeconfig=" + c.GatekeeperKubeconfig,
 			"--port=" + fmt.Sprint(webhook),
 			"--host=127.0.0.1",
@@ -371,7 +387,8 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int) (*Process, strin
 			// sees a batch and throughput is two writes' worth (measured:
 			// 34 creates/s against 532 for in-tree ResourceQuota).
 			"--max-serving-threads=" + fmt.Sprint(GatekeeperServingThreads),
-		}, c.ttlArg("--quota-reservation-ttl")...),
+			"--quota-settings=" + settings,
+		},
 		Env:     []string{"POD_NAMESPACE=" + GatekeeperNamespace, "POD_NAME=" + name},
 		LogPath: filepath.Join(c.opts.Dir, name+".log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),

@@ -103,3 +103,26 @@ func TestGatekeeperAdmitsThroughBalancer(t *testing.T) {
 		t.Fatalf("allowed ConfigMap denied: %v", err)
 	}
 }
+
+// Load runs report CPU per create from /proc: a process that has burnt CPU
+// shows at least that much, and one that does not exist is an error.
+func TestCPUTime(t *testing.T) {
+	before, err := localcluster.CPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const burn = 200 * time.Millisecond
+	for start := time.Now(); time.Since(start) < burn; {
+	}
+	after, err := localcluster.CPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A tick is 10 ms; the busy loop may be descheduled, so allow half.
+	if after-before < burn/2 {
+		t.Errorf("CPU time grew by %v over a %v busy loop", after-before, burn)
+	}
+	if _, err := localcluster.CPUTime(-1); err == nil {
+		t.Error("CPUTime(-1): no error")
+	}
+}

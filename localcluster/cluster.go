@@ -45,6 +45,8 @@ type Options struct {
 	Manager string
 	// ManagerArgs are extra flags for the manager.
 	ManagerArgs []string
+	// GatekeeperArgs are extra flags for every Gatekeeper replica.
+	GatekeeperArgs []string
 	// ReservationTTL is passed to Gatekeeper's plugin and the manager; zero
 	// keeps their default.
 	ReservationTTL time.Duration
@@ -368,7 +370,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int, settings string)
 	return &Process{
 		Name: name,
 		Path: c.opts.Gatekeeper,
-		Args: []string{
+		Args: append([]string{
 			"--kubeconfig=" + c.GatekeeperKubeconfig,
 			"--port=" + fmt.Sprint(webhook),
 			"--host=127.0.0.1",
@@ -388,7 +390,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int, settings string)
 			// 34 creates/s against 532 for in-tree ResourceQuota).
 			"--max-serving-threads=" + fmt.Sprint(GatekeeperServingThreads),
 			"--quota-settings=" + settings,
-		},
+		}, c.opts.GatekeeperArgs...),
 		Env:     []string{"POD_NAMESPACE=" + GatekeeperNamespace, "POD_NAME=" + name},
 		LogPath: filepath.Join(c.opts.Dir, name+".log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),

@@ -79,6 +79,7 @@ type harness struct {
 	c          *localcluster.Cluster
 	out        io.Writer
 	violations []string
+	profiles   profileTargets
 }
 
 func (h *harness) printf(format string, args ...any) { fmt.Fprintf(h.out, format, args...) }
@@ -105,10 +106,22 @@ func runOnce(ctx context.Context, cfg config, replicas int) ([]string, error) {
 	h.printf("\n== %d Gatekeeper replica(s): %d namespaces × %d creates = %d per phase, %d concurrent creators; prefill %d; audit every %s; logs in %s\n",
 		replicas, cfg.namespaces, cfg.creates, total, cfg.creators, cfg.prefill, cfg.audit, dir)
 	start := time.Now()
-	c, err := localcluster.Start(ctx, localcluster.Options{
+	opts := localcluster.Options{
 		Dir: dir, Gatekeeper: cfg.gatekeeper, GatekeeperReplicas: replicas, Manager: cfg.manager,
-		AuditInterval: cfg.audit,
-	})
+		AuditInterval: cfg.audit, ManagerArgs: cfg.managerArgs, GatekeeperArgs: cfg.gatekeeperArgs,
+	}
+	if cfg.pprofDir != "" {
+		var err error
+		if err = os.MkdirAll(cfg.pprofDir, 0o755); err != nil {
+			return nil, err
+		}
+		var gk, mgr []string
+		if h.profiles, gk, mgr, err = newProfileTargets(); err != nil {
+			return nil, err
+		}
+		opts.GatekeeperArgs, opts.ManagerArgs = append(opts.GatekeeperArgs, gk...), append(opts.ManagerArgs, mgr...)
+	}
+	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start cluster (logs in %s): %w", dir, err)
 	}
@@ -261,14 +274,17 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 		}
 	}
 	before := h.cpu()
+	profiled := h.startProfiles(ctx, id)
 	r := h.drive(ctx, jobs)
 	r.id = id
+	after := h.cpu()
+	profiled()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	h.printf("%s: %d creates, %d admitted, %d denied by quota, %d failed in %s: %.1f/s, p50 %s, p99 %s\n",
 		r.title(), r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(10*time.Millisecond), r.rate(), r.p(50), r.p(99))
-	h.perCreate(before, h.cpu(), r)
+	h.perCreate(before, after, r)
 	h.printFailures(&r.failures)
 
 	switch id {

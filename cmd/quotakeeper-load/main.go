@@ -55,7 +55,7 @@ type config struct {
 	audit, quiesce, requestTimeout         time.Duration
 	pprofDir                               string
 	managerArgs, gatekeeperArgs            []string
-	pprofSeconds                           time.Duration
+	pprofLength                           time.Duration
 }
 
 func main() {
@@ -77,7 +77,7 @@ func main() {
 	flag.DurationVar(&cfg.quiesce, "quiesce-timeout", 5*time.Minute, "how long a quota phase may take to settle (usage equal to the live objects, no reservations) before it fails")
 	flag.DurationVar(&cfg.requestTimeout, "request-timeout", 30*time.Second, "client timeout of one create")
 	flag.StringVar(&cfg.pprofDir, "pprof", "", "directory to write CPU profiles of kube-apiserver, Gatekeeper replica 0 and the manager into, taken while each phase's creates run; empty takes none")
-	flag.DurationVar(&cfg.pprofSeconds, "pprof-seconds", 5*time.Second, "length of each -pprof profile, from the start of a phase's creates")
+	flag.DurationVar(&cfg.pprofLength, "pprof-seconds", 5*time.Second, "length of each -pprof profile, from the start of a phase's creates")
 	flag.Func("manager-arg", "an extra flag for the manager, e.g. -manager-arg=--object-claims=false (repeat for more): to measure what a setting costs", func(v string) error {
 		cfg.managerArgs = append(cfg.managerArgs, v)
 		return nil

@@ -47,7 +47,7 @@ func (h *harness) startProfiles(ctx context.Context, phase string) (wait func())
 	if h.cfg.pprofDir == "" {
 		return func() {}
 	}
-	seconds := int(h.cfg.pprofSeconds.Seconds())
+	seconds := int(h.cfg.pprofLength.Seconds())
 	apiserver, err := rest.HTTPClientFor(h.c.Config)
 	if err != nil {
 		h.printf("    profiles: %v\n", err)

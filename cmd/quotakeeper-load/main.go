@@ -55,7 +55,7 @@ type config struct {
 	audit, quiesce, requestTimeout         time.Duration
 	pprofDir                               string
 	managerArgs, gatekeeperArgs            []string
-	pprofLength                           time.Duration
+	pprofLength                            time.Duration
 }
 
 func main() {

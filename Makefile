@@ -29,6 +29,10 @@ CRD_REF_DOCS := $(BIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 # when its sources change.
 GGCR_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/google/go-containerregistry") print $$(i+1)}' hack/tools/images/go.mod)
 IMAGES_TOOL := $(BIN)/images-ggcr-$(GGCR_VERSION)
+# Helm renders and lints charts/quotakeeper in verify, and the end-to-end bed
+# installs what `helm template` renders; built from hack/tools/helm.
+HELM_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "helm.sh/helm/v3") print $$(i+1)}' hack/tools/helm/go.mod)
+HELM := $(BIN)/helm-$(HELM_VERSION)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
@@ -78,6 +82,7 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are s
 	@# without service discovery (remove_all_sd), so nothing needs it.
 	cd hack/tools/promtool && go mod tidy -e -diff
 	cd hack/tools/images && go mod tidy -diff
+	cd hack/tools/helm && go mod tidy -diff
 	go vet ./...
 	cd hack/tools/images && go vet ./...
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
@@ -106,6 +111,11 @@ $(CRD_REF_DOCS):
 $(IMAGES_TOOL): $(wildcard hack/tools/images/*.go) hack/tools/images/go.mod hack/tools/images/go.sum
 	@mkdir -p $(BIN)
 	cd hack/tools/images && go build -o $@ .
+
+$(HELM):
+	@mkdir -p $(BIN)
+	@echo "building helm $(HELM_VERSION) from module sources (a few minutes cold)"
+	cd hack/tools/helm && go build -o $@ helm.sh/helm/v3/cmd/helm
 
 $(PROMTOOL):
 	@mkdir -p $(BIN)

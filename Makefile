@@ -41,6 +41,8 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 # the release go.mod pins, as Gatekeeper's Makefile sets it.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GATEKEEPER_VERSION := $(shell awk '$$1 == "github.com/open-policy-agent/gatekeeper/v3" {print $$2}' go.mod)
+# Gatekeeper's stock Helm chart, from its module in the module cache.
+GATEKEEPER_CHART = $(shell go list -m -f '{{.Dir}}' github.com/open-policy-agent/gatekeeper/v3)/charts/gatekeeper
 LDFLAGS := -X github.com/quotakeeper/quotakeeper/version.Version=$(VERSION)
 GO_BUILD_FLAGS := -ldflags '$(LDFLAGS)'
 # The binaries we ship are linked statically, without cgo, so they run on a
@@ -60,7 +62,7 @@ build: ## Compile every package.
 
 QUOTACTL := go run ./cmd/quotactl
 
-generate: $(CRD_REF_DOCS) ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates, the Rego capabilities file and the API reference.
+generate: $(CRD_REF_DOCS) ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates, the chart's copies of them, the Rego capabilities file and the API reference.
 	go tool controller-gen object paths=./api/...
 	go tool controller-gen crd paths=./api/... output:crd:dir=config/crd
 	go tool controller-gen rbac:roleName=quotakeeper-manager webhook paths=./controllers/... paths=./webhooks/... paths=./cmd/quotakeeper-manager/... output:rbac:dir=config/rbac output:webhook:dir=config/webhook
@@ -68,10 +70,11 @@ generate: $(CRD_REF_DOCS) ## Regenerate deepcopy code, CRDs, RBAC, webhook manif
 	$(QUOTACTL) capabilities > rego/capabilities.json
 	hack/prometheus/prometheusrule.sh config/prometheus/rules.yaml > config/prometheus/prometheusrule.yaml
 	$(CRD_REF_DOCS) --log-level=error --source-path=api/v1alpha1 --config=hack/crd-ref-docs.yaml --renderer=markdown --output-path=docs/reference/api.md
+	hack/chart/generate.sh
 
-verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are stale, code is unformatted, or vet or golangci-lint complains.
-	@changed=$$(git status --porcelain -- api config rego templates docs/reference); \
-	if [ -n "$$changed" ]; then echo "generated files are stale; run 'make generate' and commit:"; echo "$$changed"; git diff --stat -- api config; exit 1; fi
+verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated files are stale, code is unformatted, or vet or golangci-lint complains.
+	@changed=$$(git status --porcelain -- api config rego templates charts docs/reference); \
+	if [ -n "$$changed" ]; then echo "generated files are stale; run 'make generate' and commit:"; echo "$$changed"; git diff --stat -- api config charts; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go mod tidy -diff
@@ -91,6 +94,15 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are s
 	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/
 	$(PROMTOOL) check rules config/prometheus/rules.yaml
 	kubectl kustomize config/default > /dev/null
+	@# Both charts as the docs install them: ours with its defaults and with
+	@# the samples, Gatekeeper's stock chart (from the module cache, the
+	@# release go.mod pins) with config/gatekeeper/values.yaml.
+	$(HELM) lint --strict charts/quotakeeper
+	$(HELM) lint --strict charts/quotakeeper --set samples.enabled=true
+	$(HELM) template quotakeeper charts/quotakeeper -n quotakeeper-system > /dev/null
+	$(HELM) template quotakeeper charts/quotakeeper -n quotakeeper-system --set samples.enabled=true > /dev/null
+	$(HELM) lint $(GATEKEEPER_CHART) -f config/gatekeeper/values.yaml
+	$(HELM) template gatekeeper $(GATEKEEPER_CHART) -n gatekeeper-system -f config/gatekeeper/values.yaml > /dev/null
 	@linked=$$(go list -deps ./plugin | sed -n 's|^github.com/quotakeeper/quotakeeper/\([^/]*\).*|\1|p' | sort -u); \
 	for p in $$linked; do case " $(GATEKEEPER_PACKAGES) " in *" $$p "*) ;; *) echo "GATEKEEPER_PACKAGES misses $$p, which the plugin links"; exit 1;; esac; done
 

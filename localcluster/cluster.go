@@ -18,8 +18,10 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,9 +49,13 @@ type Options struct {
 	ManagerArgs []string
 	// GatekeeperArgs are extra flags for every Gatekeeper replica.
 	GatekeeperArgs []string
-	// ReservationTTL is passed to Gatekeeper's plugin and the manager; zero
-	// keeps their default.
+	// ReservationTTL is the chart's reservationTTL, which reaches
+	// Gatekeeper's plugin (its settings ConfigMap) and the manager (its
+	// flags); zero keeps the chart's default.
 	ReservationTTL time.Duration
+	// Helm renders charts/quotakeeper, whose objects the bed installs;
+	// empty is HelmBinary().
+	Helm string
 	// AuditInterval is how often each Gatekeeper audits, in whole seconds.
 	// Zero keeps the test bed's 5 s, which shows audit results quickly; a
 	// load run passes Gatekeeper's own default (60 s), since audit competes
@@ -75,6 +81,11 @@ type Cluster struct {
 	// ControllerManager is kube-controller-manager running only the garbage
 	// collector, which deletes owned ResourceClaims with their objects.
 	ControllerManager *Process
+	// Chart is what `helm template` renders of charts/quotakeeper (with
+	// reservationTTL from Options): the bed installs its CRDs, RBAC,
+	// webhook configurations and plugin settings, runs the manager with its
+	// Deployment's flags, and the suites apply its SyncSet and templates.
+	Chart Rendered
 
 	opts     Options
 	env      *envtest.Environment
@@ -109,9 +120,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{opts: opts, subResources: subResources}
+	if c.Chart, err = renderChart(opts); err != nil {
+		return nil, err
+	}
+	crds, err := typed[apiextensionsv1.CustomResourceDefinition](c.Chart, "CustomResourceDefinition")
+	if err != nil {
+		return nil, err
+	}
 	c.env = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(testenv.RepoRoot(), "config", "crd"), gkCRDs},
+		CRDs:                  crds,
+		CRDDirectoryPaths:     []string{gkCRDs},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme.Scheme,
 	}
@@ -148,11 +167,16 @@ func (c *Cluster) start(ctx context.Context, gkDir string) error {
 	// One serving certificate for 127.0.0.1 from a CA of our own, shared by
 	// every replica, so the balancer can pass TLS through.
 	// The manager serves quotakeeper's own webhooks on the port envtest
-	// picks, with the same certificate; config/webhook's configurations are
-	// rewritten to that URL.
+	// picks, with the same certificate; the chart's webhook configurations
+	// are installed with only their clientConfig rewritten to that URL.
 	c.webhooks = envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
 	if c.opts.Manager != "" {
-		c.webhooks.Paths = []string{filepath.Join(testenv.RepoRoot(), "config", "webhook")}
+		if c.webhooks.ValidatingWebhooks, err = typed[admissionregistrationv1.ValidatingWebhookConfiguration](c.Chart, "ValidatingWebhookConfiguration"); err != nil {
+			return err
+		}
+		if c.webhooks.MutatingWebhooks, err = typed[admissionregistrationv1.MutatingWebhookConfiguration](c.Chart, "MutatingWebhookConfiguration"); err != nil {
+			return err
+		}
 	}
 	if err := c.webhooks.PrepWithoutInstalling(); err != nil {
 		return err
@@ -306,7 +330,7 @@ func (c *Cluster) startGatekeepers(ctx context.Context) error {
 	if c.GatekeeperKubeconfig, err = c.writeServiceAccountKubeconfig(ctx, "gatekeeper.kubeconfig", GatekeeperServiceAccount); err != nil {
 		return err
 	}
-	settings, err := c.writePluginSettings()
+	settings, err := c.writePluginSettings(ctx)
 	if err != nil {
 		return err
 	}
@@ -330,13 +354,21 @@ func (c *Cluster) startGatekeepers(ctx context.Context) error {
 	return c.Client.Create(ctx, c.validatingWebhook())
 }
 
-// writePluginSettings writes the plugin's settings file, as the
-// quotakeeper chart's ConfigMap gives it to Gatekeeper in a cluster
+// writePluginSettings installs the chart's quotakeeper-plugin ConfigMap
+// and writes its settings.yaml where Gatekeeper reads it, as the volume
+// config/gatekeeper/values.yaml mounts gives it to Gatekeeper in a cluster
 // (docs/operations.md#plugin-settings), and returns its path.
-func (c *Cluster) writePluginSettings() (string, error) {
-	var settings string
-	if c.opts.ReservationTTL != 0 {
-		settings = "reservationTTL: " + c.opts.ReservationTTL.String() + "\n"
+func (c *Cluster) writePluginSettings(ctx context.Context) (string, error) {
+	cm, err := c.Chart.Object("ConfigMap", PluginSettingsConfigMap)
+	if err != nil {
+		return "", err
+	}
+	settings, found, err := unstructured.NestedString(cm.Object, "data", "settings.yaml")
+	if err != nil || !found {
+		return "", fmt.Errorf("ConfigMap %s: no data settings.yaml (%v)", PluginSettingsConfigMap, err)
+	}
+	if err := c.Apply(ctx, time.Minute, cm); err != nil {
+		return "", err
 	}
 	path := filepath.Join(c.opts.Dir, "quotakeeper-plugin-settings.yaml")
 	return path, os.WriteFile(path, []byte(settings), 0o644)
@@ -467,18 +499,26 @@ func (c *Cluster) startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The chart's flags (groups, namespaces, reservation TTL, leader
+	// election), then where this process listens and finds its certificate
+	// (the bed's CA, not the rotator's), then the caller's: a later flag
+	// wins.
+	args, err := c.Chart.managerArgs()
+	if err != nil {
+		return err
+	}
+	args = append(args,
+		"--kubeconfig="+c.ManagerKubeconfig,
+		"--health-probe-bind-address=127.0.0.1:"+fmt.Sprint(health),
+		"--metrics-bind-address=127.0.0.1:"+fmt.Sprint(metrics),
+		"--webhook-port="+fmt.Sprint(c.webhooks.LocalServingPort),
+		"--cert-dir="+c.CertDir(),
+		"--disable-cert-rotation",
+	)
 	c.Manager = &Process{
-		Name: "quotakeeper-manager",
-		Path: c.opts.Manager,
-		Args: append(append([]string{
-			"--kubeconfig=" + c.ManagerKubeconfig,
-			"--health-probe-bind-address=127.0.0.1:" + fmt.Sprint(health),
-			"--metrics-bind-address=127.0.0.1:" + fmt.Sprint(metrics),
-			"--leader-election-namespace=" + quotav1alpha1.DefaultSystemNamespace,
-			"--webhook-port=" + fmt.Sprint(c.webhooks.LocalServingPort),
-			"--cert-dir=" + c.CertDir(),
-			"--disable-cert-rotation",
-		}, c.ttlArg("--reservation-ttl")...), c.opts.ManagerArgs...),
+		Name:    "quotakeeper-manager",
+		Path:    c.opts.Manager,
+		Args:    append(args, c.opts.ManagerArgs...),
 		LogPath: filepath.Join(c.opts.Dir, "quotakeeper-manager.log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),
 		Metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics),
@@ -498,13 +538,6 @@ func (c *Cluster) auditSeconds() int64 {
 		return 5
 	}
 	return max(1, int64(c.opts.AuditInterval/time.Second))
-}
-
-func (c *Cluster) ttlArg(flag string) []string {
-	if c.opts.ReservationTTL == 0 {
-		return nil
-	}
-	return []string{flag + "=" + c.opts.ReservationTTL.String()}
 }
 
 // Restart starts a killed or stopped process again.

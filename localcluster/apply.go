@@ -23,7 +23,7 @@ func ReadObjects(paths ...string) ([]*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, err
 		}
-		decoded, err := decodeObjects(path, data)
+		decoded, err := DecodeObjects(path, data)
 		if err != nil {
 			return nil, err
 		}
@@ -32,8 +32,9 @@ func ReadObjects(paths ...string) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// decodeObjects decodes every non-empty document of data, read from source.
-func decodeObjects(source string, data []byte) ([]*unstructured.Unstructured, error) {
+// DecodeObjects decodes every non-empty document of data; source names
+// where data came from in errors.
+func DecodeObjects(source string, data []byte) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	for {

@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
@@ -66,14 +67,20 @@ type Rendered []*unstructured.Unstructured
 // RenderChart runs `helm template release dir -n namespace --include-crds`
 // with args (--set, -f) and decodes what it prints.
 func RenderChart(helm, dir, release, namespace string, args ...string) (Rendered, error) {
-	cmd := exec.Command(helm, append([]string{"template", release, dir, "--namespace", namespace, "--include-crds"}, args...)...)
+	return renderedBy(helm, append([]string{"template", release, dir, "--namespace", namespace, "--include-crds"}, args...)...)
+}
+
+// renderedBy runs a command that prints YAML (helm template, kubectl
+// kustomize) and decodes the objects it prints.
+func renderedBy(name string, args ...string) ([]*unstructured.Unstructured, error) {
+	cmd := exec.Command(name, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("helm template %s: %w: %s", dir, err, stderr.String())
+		return nil, fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, stderr.String())
 	}
-	return decodeObjects("helm template "+dir, out)
+	return DecodeObjects(strings.Join(cmd.Args, " "), out)
 }
 
 // RenderQuotakeeperChart renders charts/quotakeeper as docs/operations.md
@@ -122,19 +129,24 @@ const PluginSettingsConfigMap = "quotakeeper-plugin"
 
 // renderChart renders the chart the bed installs: the defaults, with
 // Options.ReservationTTL as reservationTTL when set.
-func renderChart(opts Options) (Rendered, error) {
-	helm := opts.Helm
-	if helm == "" {
-		var err error
-		if helm, err = HelmBinary(); err != nil {
-			return nil, err
-		}
+func (c *Cluster) renderChart() (Rendered, error) {
+	helm, err := c.helm()
+	if err != nil {
+		return nil, err
 	}
 	var args []string
-	if opts.ReservationTTL != 0 {
-		args = append(args, "--set", "reservationTTL="+opts.ReservationTTL.String())
+	if c.opts.ReservationTTL != 0 {
+		args = append(args, "--set", "reservationTTL="+c.opts.ReservationTTL.String())
 	}
 	return RenderQuotakeeperChart(helm, args...)
+}
+
+// helm is Options.Helm, else HelmBinary().
+func (c *Cluster) helm() (string, error) {
+	if c.opts.Helm != "" {
+		return c.opts.Helm, nil
+	}
+	return HelmBinary()
 }
 
 // bedManagerFlags are the chart's manager flags the bed sets itself: where
@@ -144,27 +156,53 @@ var bedManagerFlags = []string{"--webhook-port", "--cert-dir"}
 // managerArgs are the flags of the chart's manager Deployment, less
 // bedManagerFlags.
 func (r Rendered) managerArgs() ([]string, error) {
+	d, err := r.managerDeployment()
+	if err != nil {
+		return nil, err
+	}
+	var args []string
+	for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+		name, _, _ := strings.Cut(arg, "=")
+		if !slices.Contains(bedManagerFlags, name) {
+			args = append(args, arg)
+		}
+	}
+	return args, nil
+}
+
+// managerDeployment is the chart's Deployment quotakeeper-manager, whose
+// only container is the manager.
+func (r Rendered) managerDeployment() (*appsv1.Deployment, error) {
 	deployments, err := typed[appsv1.Deployment](r, "Deployment")
 	if err != nil {
 		return nil, err
 	}
 	for _, d := range deployments {
-		if d.Name != "quotakeeper-manager" {
-			continue
-		}
-		for _, ctr := range d.Spec.Template.Spec.Containers {
-			if ctr.Name != "manager" {
-				continue
-			}
-			var args []string
-			for _, arg := range ctr.Args {
-				name, _, _ := strings.Cut(arg, "=")
-				if !slices.Contains(bedManagerFlags, name) {
-					args = append(args, arg)
-				}
-			}
-			return args, nil
+		if d.Name == "quotakeeper-manager" && len(d.Spec.Template.Spec.Containers) == 1 && d.Spec.Template.Spec.Containers[0].Name == "manager" {
+			return d, nil
 		}
 	}
-	return nil, errors.New("the chart renders no Deployment quotakeeper-manager with a container manager")
+	return nil, errors.New("the chart renders no Deployment quotakeeper-manager with one container, manager")
+}
+
+// renderGatekeeperChart renders Gatekeeper's stock chart from its module
+// directory as docs/operations.md installs it (release gatekeeper in
+// GatekeeperNamespace, config/gatekeeper/values.yaml), for the Kubernetes
+// release the control plane runs: helm template otherwise assumes 1.20, and
+// the chart renders the webhook's matchConditions only from 1.28 on.
+func (c *Cluster) renderGatekeeperChart(moduleDir string) (Rendered, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	server, err := dc.ServerVersion()
+	if err != nil {
+		return nil, err
+	}
+	helm, err := c.helm()
+	if err != nil {
+		return nil, err
+	}
+	return RenderChart(helm, filepath.Join(moduleDir, "charts", "gatekeeper"), "gatekeeper", GatekeeperNamespace,
+		"--kube-version", server.GitVersion, "-f", filepath.Join(testenv.RepoRoot(), "config", "gatekeeper", "values.yaml"))
 }

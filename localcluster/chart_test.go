@@ -151,22 +151,17 @@ func must[T any](v T, err error) T {
 // and the plugin's objects gatekeeper.namespace.
 func TestChartValues(t *testing.T) {
 	r := render(t)
-	args, err := r.managerArgs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{
+	requireManager(t, r, 2, "quotakeeper-manager:v0.1.0",
 		"--leader-elect=true",
 		"--leader-election-namespace=quotakeeper-system",
 		"--system-namespace=quotakeeper-system",
 		"--webhook-namespace=quotakeeper-system",
 		"--reservation-ttl=2m",
+		"--webhook-port=9443",
+		"--cert-dir=/certs",
 		"--consumer-label-groups=system:masters",
 		"--bypass-groups=system:masters",
-	}
-	if !slices.Equal(args, want) {
-		t.Errorf("manager flags %q, want %q", args, want)
-	}
+	)
 	if _, err := r.Object("PodDisruptionBudget", "quotakeeper-manager"); err != nil {
 		t.Error(err)
 	}
@@ -176,27 +171,24 @@ func TestChartValues(t *testing.T) {
 	other, err := RenderChart(helm, filepath.Join(testenv.RepoRoot(), "charts", "quotakeeper"), "q", "tenants-quota",
 		"--set", "gatekeeper.namespace=policy,manager.replicas=1,manager.leaderElection=false,reservationTTL=90s,plugin.deadline=5s",
 		"--set", "manager.consumerLabelGroups={platform,system:masters},manager.bypassGroups={sre}",
-		"--set", "manager.certRotation=false,manager.extraArgs={--claim-concurrency=8}")
+		"--set", "manager.certRotation=false,manager.extraArgs={--claim-concurrency=8}",
+		"--set", "manager.image.repository=registry.example/qk,manager.image.tag=v9")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if args, err = other.managerArgs(); err != nil {
-		t.Fatal(err)
-	}
-	want = []string{
+	requireManager(t, other, 1, "registry.example/qk:v9",
 		"--leader-elect=false",
 		"--leader-election-namespace=tenants-quota",
 		"--system-namespace=tenants-quota",
 		"--webhook-namespace=tenants-quota",
 		"--reservation-ttl=90s",
+		"--webhook-port=9443",
+		"--cert-dir=/certs",
 		"--disable-cert-rotation",
 		"--consumer-label-groups=platform,system:masters",
 		"--bypass-groups=sre",
 		"--claim-concurrency=8",
-	}
-	if !slices.Equal(args, want) {
-		t.Errorf("manager flags %q, want %q", args, want)
-	}
+	)
 	if _, err := other.Object("PodDisruptionBudget", "quotakeeper-manager"); err == nil {
 		t.Error("a PodDisruptionBudget for one replica: it would block every drain")
 	}
@@ -222,6 +214,26 @@ func TestChartValues(t *testing.T) {
 	}
 	if _, err := RenderQuotakeeperChart(helm, "--set", "manager.leaderElection=false"); err == nil {
 		t.Error("two replicas without leader election rendered; want an error")
+	}
+}
+
+// requireManager fails unless the chart's manager Deployment has that many
+// replicas, image and flags.
+func requireManager(t *testing.T, r Rendered, replicas int32, image string, args ...string) {
+	t.Helper()
+	d, err := r.managerDeployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != replicas {
+		t.Errorf("manager replicas %v, want %d", d.Spec.Replicas, replicas)
+	}
+	ctr := d.Spec.Template.Spec.Containers[0]
+	if ctr.Image != image {
+		t.Errorf("manager image %q, want %q", ctr.Image, image)
+	}
+	if !slices.Equal(ctr.Args, args) {
+		t.Errorf("manager flags %q, want %q", ctr.Args, args)
 	}
 }
 

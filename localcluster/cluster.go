@@ -1,8 +1,9 @@
-// Package localcluster brings up quotakeeper as users run it, on this
-// machine: a real etcd and kube-apiserver (from bin/testbin), our CRDs and
-// Gatekeeper's, one or more Gatekeeper processes built with our plugin behind
-// a loopback load balancer that the ValidatingWebhookConfiguration points at,
-// and the quotakeeper manager. `make run` and the end-to-end tests both use
+// Package localcluster brings up quotakeeper as users install and run it,
+// on this machine: a real etcd and kube-apiserver (from bin/testbin), the
+// objects `helm template` renders of charts/quotakeeper and of Gatekeeper's
+// stock chart (chart.go), one or more Gatekeeper processes built with our
+// plugin behind a loopback load balancer that the ValidatingWebhookConfiguration
+// points at, and the quotakeeper manager. `make run` and the end-to-end tests both use
 // it. There is no container runtime here: every component is a local process.
 package localcluster
 
@@ -86,14 +87,16 @@ type Cluster struct {
 	// webhook configurations and plugin settings, runs the manager with its
 	// Deployment's flags, and the suites apply its SyncSet and templates.
 	Chart Rendered
+	// GatekeeperChart is what `helm template` renders of Gatekeeper's stock
+	// chart with config/gatekeeper/values.yaml, for the control plane's
+	// Kubernetes release: the bed installs its RBAC and its
+	// ValidatingWebhookConfiguration.
+	GatekeeperChart Rendered
 
 	opts     Options
 	env      *envtest.Environment
 	webhooks envtest.WebhookInstallOptions
 	balancer *Balancer
-	// subResources are those Gatekeeper's webhook receives besides every
-	// resource, as its chart lists them.
-	subResources []string
 	// etcd and apiserver are envtest's processes once adopted (controlplane.go).
 	etcd, apiserver *Process
 }
@@ -108,10 +111,6 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	gkCRDs := filepath.Join(gkDir, "charts", "gatekeeper", "crds")
-	subResources, err := gatekeeperSubResources(gkDir)
-	if err != nil {
-		return nil, err
-	}
 	assets, err := testenv.AssetsDir()
 	if err != nil {
 		return nil, err
@@ -119,8 +118,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := quotav1alpha1.AddToScheme(scheme.Scheme); err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: opts, subResources: subResources}
-	if c.Chart, err = renderChart(opts); err != nil {
+	c := &Cluster{opts: opts}
+	if c.Chart, err = c.renderChart(); err != nil {
 		return nil, err
 	}
 	crds, err := typed[apiextensionsv1.CustomResourceDefinition](c.Chart, "CustomResourceDefinition")
@@ -161,7 +160,10 @@ func (c *Cluster) start(ctx context.Context, gkDir string) error {
 			return err
 		}
 	}
-	if err := c.installRBAC(ctx, gkDir); err != nil {
+	if c.GatekeeperChart, err = c.renderGatekeeperChart(gkDir); err != nil {
+		return err
+	}
+	if err := c.installRBAC(ctx); err != nil {
 		return err
 	}
 	// One serving certificate for 127.0.0.1 from a CA of our own, shared by
@@ -276,9 +278,8 @@ type chartValues struct {
 			} `json:"image"`
 		} `json:"crdRepository"`
 	} `json:"preInstall"`
-	SubResources          []string `json:"validatingWebhookSubResources"`
-	WebhookTimeoutSeconds int      `json:"validatingWebhookTimeoutSeconds"`
-	FailurePolicy         string   `json:"validatingWebhookFailurePolicy"`
+	WebhookTimeoutSeconds int    `json:"validatingWebhookTimeoutSeconds"`
+	FailurePolicy         string `json:"validatingWebhookFailurePolicy"`
 	ExtraVolumes          []struct {
 		Name      string `json:"name"`
 		ConfigMap *struct {
@@ -309,22 +310,6 @@ func stockChartValues(moduleDir string) string {
 	return filepath.Join(moduleDir, "charts", "gatekeeper", "values.yaml")
 }
 
-// gatekeeperSubResources is the chart's validatingWebhookSubResources: the
-// subresources its ValidatingWebhookConfiguration sends besides every
-// resource ("*" covers no subresource), among them deployments/scale and
-// the other scale subresources quota checks.
-func gatekeeperSubResources(moduleDir string) ([]string, error) {
-	file := stockChartValues(moduleDir)
-	values, err := readChartValues(file)
-	if err != nil {
-		return nil, err
-	}
-	if len(values.SubResources) == 0 {
-		return nil, fmt.Errorf("%s: no validatingWebhookSubResources", file)
-	}
-	return values.SubResources, nil
-}
-
 func (c *Cluster) startGatekeepers(ctx context.Context) error {
 	var err error
 	if c.GatekeeperKubeconfig, err = c.writeServiceAccountKubeconfig(ctx, "gatekeeper.kubeconfig", GatekeeperServiceAccount); err != nil {
@@ -351,7 +336,11 @@ func (c *Cluster) startGatekeepers(ctx context.Context) error {
 			return err
 		}
 	}
-	return c.Client.Create(ctx, c.validatingWebhook())
+	webhook, err := c.validatingWebhook()
+	if err != nil {
+		return err
+	}
+	return c.Client.Create(ctx, webhook)
 }
 
 // writePluginSettings installs the chart's quotakeeper-plugin ConfigMap
@@ -430,39 +419,32 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int, settings string)
 	}, fmt.Sprintf("127.0.0.1:%d", webhook), nil
 }
 
-// validatingWebhook sends every create and update, except of our own quota
-// objects (which the quotakeeper webhooks guard), to Gatekeeper through the
-// balancer, failing closed as quota enforcement must. Like the chart's, its
-// rule lists the subresources Gatekeeper reviews (the scale subresources
-// among them) next to "*", which matches no subresource.
-func (c *Cluster) validatingWebhook() *admissionregistrationv1.ValidatingWebhookConfiguration {
-	url := "https://" + c.balancer.Addr() + "/v1/admit"
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
-	timeout := int32(10)
-	return &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "gatekeeper-validating-webhook-configuration"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "validation.gatekeeper.sh",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CAData()},
-			AdmissionReviewVersions: []string{"v1"},
-			SideEffects:             &none,
-			FailurePolicy:           &fail,
-			TimeoutSeconds:          &timeout,
-			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: "admission.gatekeeper.sh/ignore", Operator: metav1.LabelSelectorOpDoesNotExist,
-			}}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"},
-					Resources: append([]string{"*"}, c.subResources...)},
-			}},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name:       "not-quota-objects",
-				Expression: `request.resource.group != "quota.miloapis.com"`,
-			}},
-		}},
+// validatingWebhook is the stock chart's ValidatingWebhookConfiguration
+// (GatekeeperChart) with each webhook's clientConfig pointing at the
+// balancer: the same rules (every resource and the subresources the chart
+// lists, the scale subresources among them), failure policy, timeout,
+// namespace selector and match conditions (quota objects are left to
+// quotakeeper's own webhooks) as in a cluster.
+func (c *Cluster) validatingWebhook() (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	configs, err := typed[admissionregistrationv1.ValidatingWebhookConfiguration](c.GatekeeperChart, "ValidatingWebhookConfiguration")
+	if err != nil {
+		return nil, err
 	}
+	for _, config := range configs {
+		if config.Name != "gatekeeper-validating-webhook-configuration" {
+			continue
+		}
+		for i := range config.Webhooks {
+			cc := &config.Webhooks[i].ClientConfig
+			if cc.Service == nil || cc.Service.Path == nil {
+				return nil, fmt.Errorf("webhook %s calls no Service path", config.Webhooks[i].Name)
+			}
+			url := "https://" + c.balancer.Addr() + *cc.Service.Path
+			*cc = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CAData()}
+		}
+		return config, nil
+	}
+	return nil, errors.New("Gatekeeper's chart renders no ValidatingWebhookConfiguration gatekeeper-validating-webhook-configuration")
 }
 
 // startControllerManager runs the real garbage collector: without it an

@@ -1,11 +1,8 @@
 package localcluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -23,8 +20,8 @@ import (
 // The manager and Gatekeeper run under the RBAC a cluster gives them, not
 // as system:masters: the ServiceAccounts, roles and bindings the
 // quotakeeper chart renders (config/rbac, and config/gatekeeper/rbac.yaml,
-// what the plugin needs beyond Gatekeeper's own), and Gatekeeper's own from
-// its release manifest. Each process authenticates as its
+// what the plugin needs beyond Gatekeeper's own), and those Gatekeeper's
+// stock chart renders with config/gatekeeper/values.yaml. Each process authenticates as its
 // ServiceAccount: a client certificate naming the account's user and groups
 // (system:serviceaccount:<ns>:<name>, system:serviceaccounts,
 // system:serviceaccounts:<ns>), which the authorizer treats exactly as the
@@ -51,47 +48,32 @@ var (
 	GatekeeperServiceAccount = ServiceAccount{Namespace: GatekeeperNamespace, Name: "gatekeeper-admin"}
 )
 
-// rbacKinds are the kinds taken from Gatekeeper's release manifest.
+// rbacKinds are the kinds of the RBAC objects the charts render.
 var rbacKinds = []string{"ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
 
 // shippedRBAC returns the RBAC objects to install, in order: Gatekeeper's
-// (from the manifest of the release in the module cache), then the
-// chart's: the manager's (config/rbac) and the plugin's
-// (config/gatekeeper/rbac.yaml).
-func shippedRBAC(gatekeeperDir string, chart Rendered) ([]*unstructured.Unstructured, error) {
-	stock, err := ReadObjects(filepath.Join(gatekeeperDir, "deploy", "gatekeeper.yaml"))
-	if err != nil {
-		return nil, err
-	}
+// stock chart's (less those of its install hooks, which Helm deletes once
+// they have run), then the quotakeeper chart's: the manager's (config/rbac)
+// and the plugin's (config/gatekeeper/rbac.yaml).
+func shippedRBAC(gatekeeper, quotakeeper Rendered) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
-	for _, obj := range stock {
-		if g := obj.GroupVersionKind().Group; (g == "" || g == rbacv1.GroupName) && slices.Contains(rbacKinds, obj.GetKind()) {
+	for _, obj := range gatekeeper.Kinds(rbacKinds...) {
+		if _, hook := obj.GetAnnotations()["helm.sh/hook"]; !hook {
 			out = append(out, obj)
 		}
 	}
-	return append(out, chart.Kinds(rbacKinds...)...), nil
+	return append(out, quotakeeper.Kinds(rbacKinds...)...)
 }
 
 // Kustomize renders a kustomization with kubectl, as `kubectl apply -k`
 // would apply it.
 func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
-	cmd := exec.Command("kubectl", "kustomize", dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("kubectl kustomize %s: %w: %s", dir, err, stderr.String())
-	}
-	return decodeObjects("kubectl kustomize "+dir, out)
+	return renderedBy("kubectl", "kustomize", dir)
 }
 
 // installRBAC applies the shipped RBAC.
-func (c *Cluster) installRBAC(ctx context.Context, gatekeeperDir string) error {
-	objs, err := shippedRBAC(gatekeeperDir, c.Chart)
-	if err != nil {
-		return err
-	}
-	if err := c.Apply(ctx, time.Minute, objs...); err != nil {
+func (c *Cluster) installRBAC(ctx context.Context) error {
+	if err := c.Apply(ctx, time.Minute, shippedRBAC(c.GatekeeperChart, c.Chart)...); err != nil {
 		return fmt.Errorf("shipped RBAC: %w", err)
 	}
 	return nil

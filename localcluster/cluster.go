@@ -353,8 +353,11 @@ func (c *Cluster) writePluginSettings(ctx context.Context) (string, error) {
 		return "", err
 	}
 	settings, found, err := unstructured.NestedString(cm.Object, "data", "settings.yaml")
-	if err != nil || !found {
-		return "", fmt.Errorf("ConfigMap %s: no data settings.yaml (%v)", PluginSettingsConfigMap, err)
+	if err != nil {
+		return "", fmt.Errorf("ConfigMap %s: %w", PluginSettingsConfigMap, err)
+	}
+	if !found {
+		return "", fmt.Errorf("ConfigMap %s has no data settings.yaml", PluginSettingsConfigMap)
 	}
 	if err := c.Apply(ctx, time.Minute, cm); err != nil {
 		return "", err
@@ -444,7 +447,7 @@ func (c *Cluster) validatingWebhook() (*admissionregistrationv1.ValidatingWebhoo
 		}
 		return config, nil
 	}
-	return nil, errors.New("Gatekeeper's chart renders no ValidatingWebhookConfiguration gatekeeper-validating-webhook-configuration")
+	return nil, errors.New("the Gatekeeper chart renders no ValidatingWebhookConfiguration gatekeeper-validating-webhook-configuration")
 }
 
 // startControllerManager runs the real garbage collector: without it an

@@ -7,14 +7,17 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -42,16 +45,14 @@ type pair struct {
 // the tenant cannot read (the system namespace, for an Organization).
 type effectiveReconciler struct {
 	client client.Client
+	// refresh spaces the refreshes that usage alone causes (bucketChanges).
+	refresh time.Duration
 }
 
 func (r *effectiveReconciler) setup(mgr ctrl.Manager) error {
 	return builder.TypedControllerManagedBy[pair](mgr).
 		Named("effective").
-		Watches(&quotav1alpha1.AllowanceBucket{}, handler.TypedEnqueueRequestsFromMapFunc(
-			func(_ context.Context, o client.Object) []pair {
-				b := o.(*quotav1alpha1.AllowanceBucket)
-				return []pair{{ledgerconv.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType}}
-			})).
+		Watches(&quotav1alpha1.AllowanceBucket{}, bucketChanges{refresh: r.refresh}).
 		Watches(&quotav1alpha1.EffectiveResourceGrant{}, handler.TypedEnqueueRequestsFromMapFunc(
 			func(_ context.Context, o client.Object) []pair {
 				e := o.(*quotav1alpha1.EffectiveResourceGrant)
@@ -62,6 +63,43 @@ func (r *effectiveReconciler) setup(mgr ctrl.Manager) error {
 		// The units shown come from the resource type's registration.
 		Watches(&quotav1alpha1.ResourceRegistration{}, handler.TypedEnqueueRequestsFromMapFunc(r.pairsOfRegistration)).
 		Complete(r)
+}
+
+// bucketChanges enqueues the pair of a bucket that changed. A change of
+// usage alone (allocated, reserved, the per-namespace split) waits up to
+// refresh, and every change within that wait joins the same refresh (the
+// delaying queue keeps an item's earliest time): a shared bucket under load
+// is written many times a second, and each refresh rewrites the effective
+// grant in every namespace of its consumer, which for an Organization of
+// 100 namespaces made effective grants three times as many API writes as
+// the buckets themselves. A tenant reads usage at most refresh late; a new
+// bucket, a deleted one and a change of limit or grants show at once.
+type bucketChanges struct{ refresh time.Duration }
+
+func bucketPair(o client.Object) pair {
+	b := o.(*quotav1alpha1.AllowanceBucket)
+	return pair{ledgerconv.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType}
+}
+
+func (bucketChanges) Create(_ context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[pair]) {
+	q.Add(bucketPair(e.Object))
+}
+
+func (h bucketChanges) Update(_ context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[pair]) {
+	old, cur := e.ObjectOld.(*quotav1alpha1.AllowanceBucket), e.ObjectNew.(*quotav1alpha1.AllowanceBucket)
+	if old.Status.Limit != cur.Status.Limit || !apiequality.Semantic.DeepEqual(old.Status.ContributingGrantRefs, cur.Status.ContributingGrantRefs) {
+		q.Add(bucketPair(cur))
+		return
+	}
+	q.AddAfter(bucketPair(cur), h.refresh)
+}
+
+func (bucketChanges) Delete(_ context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[pair]) {
+	q.Add(bucketPair(e.Object))
+}
+
+func (bucketChanges) Generic(_ context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[pair]) {
+	q.Add(bucketPair(e.Object))
 }
 
 // pairsOfRegistration: a registration that changes its units, or becomes

@@ -23,6 +23,9 @@ type Options struct {
 	ClaimConcurrency int
 	// Now is the clock expiry is judged by. Default time.Now.
 	Now func() time.Time
+	// EffectiveRefresh is the least time between two refreshes of a
+	// consumer's EffectiveResourceGrants caused by usage alone. Default 5s.
+	EffectiveRefresh time.Duration
 }
 
 func (o *Options) defaults() {
@@ -37,5 +40,8 @@ func (o *Options) defaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.EffectiveRefresh <= 0 {
+		o.EffectiveRefresh = 5 * time.Second
 	}
 }

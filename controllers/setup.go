@@ -36,7 +36,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		{"bucket", (&bucketReconciler{client: c, ledger: l, mirror: m, systemNamespace: opts.SystemNamespace}).setup},
 		{"claim", (&claimReconciler{client: c, ledger: l, mirror: m, systemNamespace: opts.SystemNamespace,
 			concurrency: opts.ClaimConcurrency, now: now}).setup},
-		{"effective", (&effectiveReconciler{client: c}).setup},
+		{"effective", (&effectiveReconciler{client: c, refresh: opts.EffectiveRefresh}).setup},
 		{"grant creation policy", (&policyReconciler{client: c, mapper: mgr.GetRESTMapper(), kind: grantPolicyKind}).setup},
 		{"claim creation policy", (&policyReconciler{client: c, mapper: mgr.GetRESTMapper(), kind: claimPolicyKind}).setup},
 		{"claim creation policy constraint", (&claimPolicyReconciler{client: c, cache: mgr.GetCache()}).setup},

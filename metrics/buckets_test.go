@@ -24,7 +24,8 @@ func TestBucketCollectorReportsEveryBucketAtScrapeTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	reservation := func(id string, expires time.Time) quotav1alpha1.Reservation {
-		return quotav1alpha1.Reservation{ID: id, Amount: 1, ExpiresAt: metav1.NewMicroTime(expires)}
+		return quotav1alpha1.Reservation{ID: id, Amount: 1, ExpiresAt: metav1.NewMicroTime(expires),
+			Object: quotav1alpha1.ObjectRef{Kind: "Pod", Namespace: "team-a", Name: id, UID: id}}
 	}
 	buckets := []*quotav1alpha1.AllowanceBucket{{
 		ObjectMeta: metav1.ObjectMeta{Name: "team-a-pods", Namespace: "team-a"},

@@ -38,17 +38,28 @@ type ContributingGrantRef struct {
 // Reservation holds an amount for an object that was admitted but is not yet
 // counted. The observer folds it into allocated when it counts the object,
 // and removes it once it has expired with no object.
+//
+// It is written as one string, "<id> <amount> <expiresAt> <object>"
+// (reservation_json.go), for example
+// "7c0f...e1 1 2026-11-23T02:23:03.123456Z ConfigMap/team-a/web-config".
+// A busy shared bucket holds a hundred or more reservations and is
+// rewritten many times a second; as objects of five fields each, decoding,
+// pruning and validating them made every write about five times costlier
+// for the API server than as strings (measured: 16 ms against 3 ms of
+// API server CPU per write of 120 reservations), and that cost is what
+// limits how many creates per second a shared quota admits.
+// +kubebuilder:validation:Type=string
 type Reservation struct {
 	// ID is the claim id the amount was reserved under.
-	ID string `json:"id"`
-	// Object is the object the amount was reserved for.
-	Object ObjectRef `json:"object"`
-	// Amount reserved.
-	// +kubebuilder:validation:Minimum=0
-	Amount int64 `json:"amount"`
+	ID string
+	// Object is the object the amount was reserved for. Its UID is not
+	// written: the id begins with it (ledger.ReservationFor).
+	Object ObjectRef
+	// Amount reserved, never negative.
+	Amount int64
 	// ExpiresAt is when the reservation is returned unless its object is
 	// counted by then.
-	ExpiresAt metav1.MicroTime `json:"expiresAt"`
+	ExpiresAt metav1.MicroTime
 }
 
 // NamespaceUsage is the part of a bucket's allocated that the counted
@@ -84,7 +95,8 @@ type AllowanceBucketStatus struct {
 	// +optional
 	ContributingGrantRefs []ContributingGrantRef `json:"contributingGrantRefs,omitempty"`
 	// Reservations are amounts held for admitted objects not yet counted,
-	// sorted by id. Atomic rather than a map-list: only the ledger writes
+	// sorted by id, each "<id> <amount> <expiresAt> <object>" where object
+	// is <kind>[.<apiGroup>]/[<namespace>/]<name>. Atomic rather than a map-list: only the ledger writes
 	// status, so per-entry field ownership buys nothing, and server-side
 	// apply's per-key bookkeeping made every write of a busy bucket several
 	// times slower.

@@ -254,7 +254,7 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 			jobs = append(jobs, job{ns, fmt.Sprintf("cm-%d", j), map[string]string{phaseLabel: id}})
 		}
 	}
-	before := h.cpu()
+	before, writesBefore := h.cpu(), h.writes(ctx)
 	profiled := h.startProfiles(ctx, id)
 	r := h.drive(ctx, jobs)
 	r.id = id
@@ -266,6 +266,7 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 	h.printf("%s: %d creates, %d admitted, %d denied by quota, %d failed in %s: %.1f/s, p50 %s, p99 %s\n",
 		r.title(), r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(10*time.Millisecond), r.rate(), r.p(50), r.p(99))
 	h.perCreate(before, after, r)
+	h.printWrites(writesBefore, h.writes(ctx))
 	h.printFailures(&r.failures)
 
 	switch id {

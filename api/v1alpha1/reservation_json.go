@@ -1,0 +1,118 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A Reservation is written as "<id> <amount> <expiresAt> <object>", with
+// object "<kind>[.<apiGroup>]/[<namespace>/]<name>" and, only when the
+// object's uid is not the id's first segment (it always is for what the
+// ledger writes), a fifth field "uid=<uid>". No field can hold a space:
+// ids are uids with generation and growth numbers, and kinds, groups,
+// namespaces and names are DNS names or labels (names cannot hold "/",
+// kinds cannot hold "."), so the string splits back unambiguously.
+
+// String is the reservation as status holds it.
+func (r Reservation) String() string {
+	var b strings.Builder
+	b.WriteString(r.ID)
+	b.WriteByte(' ')
+	b.WriteString(strconv.FormatInt(r.Amount, 10))
+	b.WriteByte(' ')
+	b.WriteString(r.ExpiresAt.UTC().Format(metav1.RFC3339Micro))
+	b.WriteByte(' ')
+	b.WriteString(r.Object.Kind)
+	if r.Object.APIGroup != "" {
+		b.WriteByte('.')
+		b.WriteString(r.Object.APIGroup)
+	}
+	b.WriteByte('/')
+	if r.Object.Namespace != "" {
+		b.WriteString(r.Object.Namespace)
+		b.WriteByte('/')
+	}
+	b.WriteString(r.Object.Name)
+	if r.Object.UID != idUID(r.ID) {
+		b.WriteString(" uid=")
+		b.WriteString(r.Object.UID)
+	}
+	return b.String()
+}
+
+// ParseReservation reads a reservation as String writes it.
+func ParseReservation(s string) (Reservation, error) {
+	bad := func(format string, args ...any) (Reservation, error) {
+		return Reservation{}, fmt.Errorf("reservation %q: %s; want \"<id> <amount> <expiresAt> <kind>[.<apiGroup>]/[<namespace>/]<name>\"", s, fmt.Sprintf(format, args...))
+	}
+	fields := strings.Split(s, " ")
+	if len(fields) != 4 && len(fields) != 5 {
+		return bad("%d fields", len(fields))
+	}
+	r := Reservation{ID: fields[0]}
+	if r.ID == "" {
+		return bad("empty id")
+	}
+	amount, err := strconv.ParseInt(fields[1], 10, 64)
+	if err != nil || amount < 0 {
+		return bad("amount %q is not a non-negative integer", fields[1])
+	}
+	r.Amount = amount
+	expires, err := time.Parse(metav1.RFC3339Micro, fields[2])
+	if err != nil {
+		return bad("expiresAt %q is not an RFC 3339 time", fields[2])
+	}
+	r.ExpiresAt = metav1.NewMicroTime(expires)
+	path := strings.Split(fields[3], "/")
+	switch len(path) {
+	case 2:
+		r.Object.Name = path[1]
+	case 3:
+		r.Object.Namespace, r.Object.Name = path[1], path[2]
+	default:
+		return bad("object %q is not <kind>[.<apiGroup>]/[<namespace>/]<name>", fields[3])
+	}
+	r.Object.Kind, r.Object.APIGroup, _ = strings.Cut(path[0], ".")
+	if r.Object.Kind == "" {
+		return bad("object %q has no kind", fields[3])
+	}
+	r.Object.UID = idUID(r.ID)
+	if len(fields) == 5 {
+		uid, ok := strings.CutPrefix(fields[4], "uid=")
+		if !ok {
+			return bad("fifth field %q is not uid=<uid>", fields[4])
+		}
+		r.Object.UID = uid
+	}
+	return r, nil
+}
+
+// idUID is the uid a reservation id begins with: the object's uid for a
+// create, "<uid>/<generation>/<growth>" for an update's growth, a claim's
+// uid for an Allocation claim.
+func idUID(id string) string {
+	uid, _, _ := strings.Cut(id, "/")
+	return uid
+}
+
+// MarshalJSON writes the reservation as its string.
+func (r Reservation) MarshalJSON() ([]byte, error) { return json.Marshal(r.String()) }
+
+// UnmarshalJSON reads the reservation from its string.
+func (r *Reservation) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return fmt.Errorf("reservation: %w", err)
+	}
+	parsed, err := ParseReservation(s)
+	if err != nil {
+		return err
+	}
+	*r = parsed
+	return nil
+}

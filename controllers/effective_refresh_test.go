@@ -1,0 +1,74 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// Done when: a busy shared bucket does not rewrite its consumer's effective
+// grants on every write. A change of usage alone waits for the refresh
+// (and joins the refresh already waiting); a change of limit or grants, a
+// new bucket and a deleted one are refreshed at once.
+func TestBucketChangesSpaceUsageRefreshes(t *testing.T) {
+	bucket := func(limit, allocated int64, grants ...string) *quotav1alpha1.AllowanceBucket {
+		b := &quotav1alpha1.AllowanceBucket{Spec: quotav1alpha1.AllowanceBucketSpec{
+			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}, ResourceType: "core/configmaps"}}
+		b.Status.Limit, b.Status.Allocated = limit, allocated
+		for _, g := range grants {
+			b.Status.ContributingGrantRefs = append(b.Status.ContributingGrantRefs, quotav1alpha1.ContributingGrantRef{Name: g, Amount: limit})
+		}
+		return b
+	}
+	h := bucketChanges{refresh: time.Hour}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		enqueue func(q workqueue.TypedRateLimitingInterface[pair])
+		now     bool
+	}{{
+		name: "usage alone", now: false,
+		enqueue: func(q workqueue.TypedRateLimitingInterface[pair]) {
+			h.Update(ctx, event.TypedUpdateEvent[client.Object]{ObjectOld: bucket(10, 1, "g"), ObjectNew: bucket(10, 2, "g")}, q)
+		},
+	}, {
+		name: "the limit", now: true,
+		enqueue: func(q workqueue.TypedRateLimitingInterface[pair]) {
+			h.Update(ctx, event.TypedUpdateEvent[client.Object]{ObjectOld: bucket(10, 1, "g"), ObjectNew: bucket(20, 1, "g")}, q)
+		},
+	}, {
+		name: "the contributing grants", now: true,
+		enqueue: func(q workqueue.TypedRateLimitingInterface[pair]) {
+			h.Update(ctx, event.TypedUpdateEvent[client.Object]{ObjectOld: bucket(10, 1, "g"), ObjectNew: bucket(10, 1, "h")}, q)
+		},
+	}, {
+		name: "a new bucket", now: true,
+		enqueue: func(q workqueue.TypedRateLimitingInterface[pair]) {
+			h.Create(ctx, event.TypedCreateEvent[client.Object]{Object: bucket(10, 0, "g")}, q)
+		},
+	}, {
+		name: "a deleted bucket", now: true,
+		enqueue: func(q workqueue.TypedRateLimitingInterface[pair]) {
+			h.Delete(ctx, event.TypedDeleteEvent[client.Object]{Object: bucket(10, 0, "g")}, q)
+		},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[pair]())
+			defer q.ShutDown()
+			tc.enqueue(q)
+			want := 0
+			if tc.now {
+				want = 1
+			}
+			if q.Len() != want {
+				t.Errorf("queued now: %d, want %d", q.Len(), want)
+			}
+		})
+	}
+}

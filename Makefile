@@ -29,6 +29,10 @@ CRD_REF_DOCS := $(BIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 # when its sources change.
 GGCR_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/google/go-containerregistry") print $$(i+1)}' hack/tools/images/go.mod)
 IMAGES_TOOL := $(BIN)/images-ggcr-$(GGCR_VERSION)
+# Helm renders and lints charts/quotakeeper in verify, and the end-to-end bed
+# installs what `helm template` renders; built from hack/tools/helm.
+HELM_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "helm.sh/helm/v3") print $$(i+1)}' hack/tools/helm/go.mod)
+HELM := $(BIN)/helm-$(HELM_VERSION)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
@@ -37,6 +41,8 @@ GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 # the release go.mod pins, as Gatekeeper's Makefile sets it.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GATEKEEPER_VERSION := $(shell awk '$$1 == "github.com/open-policy-agent/gatekeeper/v3" {print $$2}' go.mod)
+# Gatekeeper's stock Helm chart, from its module in the module cache.
+GATEKEEPER_CHART = $(shell go list -m -f '{{.Dir}}' github.com/open-policy-agent/gatekeeper/v3)/charts/gatekeeper
 LDFLAGS := -X github.com/quotakeeper/quotakeeper/version.Version=$(VERSION)
 GO_BUILD_FLAGS := -ldflags '$(LDFLAGS)'
 # The binaries we ship are linked statically, without cgo, so they run on a
@@ -56,7 +62,7 @@ build: ## Compile every package.
 
 QUOTACTL := go run ./cmd/quotactl
 
-generate: $(CRD_REF_DOCS) ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates, the Rego capabilities file and the API reference.
+generate: $(CRD_REF_DOCS) ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates, the chart's copies of them, the Rego capabilities file and the API reference.
 	go tool controller-gen object paths=./api/...
 	go tool controller-gen crd paths=./api/... output:crd:dir=config/crd
 	go tool controller-gen rbac:roleName=quotakeeper-manager webhook paths=./controllers/... paths=./webhooks/... paths=./cmd/quotakeeper-manager/... output:rbac:dir=config/rbac output:webhook:dir=config/webhook
@@ -64,10 +70,11 @@ generate: $(CRD_REF_DOCS) ## Regenerate deepcopy code, CRDs, RBAC, webhook manif
 	$(QUOTACTL) capabilities > rego/capabilities.json
 	hack/prometheus/prometheusrule.sh config/prometheus/rules.yaml > config/prometheus/prometheusrule.yaml
 	$(CRD_REF_DOCS) --log-level=error --source-path=api/v1alpha1 --config=hack/crd-ref-docs.yaml --renderer=markdown --output-path=docs/reference/api.md
+	hack/chart/generate.sh
 
-verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are stale, code is unformatted, or vet or golangci-lint complains.
-	@changed=$$(git status --porcelain -- api config rego templates docs/reference); \
-	if [ -n "$$changed" ]; then echo "generated files are stale; run 'make generate' and commit:"; echo "$$changed"; git diff --stat -- api config; exit 1; fi
+verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated files are stale, code is unformatted, or vet or golangci-lint complains.
+	@changed=$$(git status --porcelain -- api config rego templates charts docs/reference); \
+	if [ -n "$$changed" ]; then echo "generated files are stale; run 'make generate' and commit:"; echo "$$changed"; git diff --stat -- api config charts; exit 1; fi
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	go mod tidy -diff
@@ -78,6 +85,7 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are s
 	@# without service discovery (remove_all_sd), so nothing needs it.
 	cd hack/tools/promtool && go mod tidy -e -diff
 	cd hack/tools/images && go mod tidy -diff
+	cd hack/tools/helm && go mod tidy -diff
 	go vet ./...
 	cd hack/tools/images && go vet ./...
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
@@ -86,6 +94,17 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) ## Fail when generated files are s
 	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/
 	$(PROMTOOL) check rules config/prometheus/rules.yaml
 	kubectl kustomize config/default > /dev/null
+	@# Both charts as the docs install them: ours with its defaults and with
+	@# the samples, Gatekeeper's stock chart (from the module cache, the
+	@# release go.mod pins) with config/gatekeeper/values.yaml, for the
+	@# Kubernetes release the bed runs (the stock chart renders the webhook's
+	@# matchConditions only from 1.28 on; helm template assumes 1.20).
+	$(HELM) lint --strict charts/quotakeeper
+	$(HELM) lint --strict charts/quotakeeper --set samples.enabled=true
+	$(HELM) template quotakeeper charts/quotakeeper -n quotakeeper-system > /dev/null
+	$(HELM) template quotakeeper charts/quotakeeper -n quotakeeper-system --set samples.enabled=true > /dev/null
+	$(HELM) lint $(GATEKEEPER_CHART) --kube-version $(KUBE_VERSION) -f config/gatekeeper/values.yaml
+	$(HELM) template gatekeeper $(GATEKEEPER_CHART) -n gatekeeper-system --kube-version $(KUBE_VERSION) -f config/gatekeeper/values.yaml > /dev/null
 	@linked=$$(go list -deps ./plugin | sed -n 's|^github.com/quotakeeper/quotakeeper/\([^/]*\).*|\1|p' | sort -u); \
 	for p in $$linked; do case " $(GATEKEEPER_PACKAGES) " in *" $$p "*) ;; *) echo "GATEKEEPER_PACKAGES misses $$p, which the plugin links"; exit 1;; esac; done
 
@@ -106,6 +125,11 @@ $(CRD_REF_DOCS):
 $(IMAGES_TOOL): $(wildcard hack/tools/images/*.go) hack/tools/images/go.mod hack/tools/images/go.sum
 	@mkdir -p $(BIN)
 	cd hack/tools/images && go build -o $@ .
+
+$(HELM):
+	@mkdir -p $(BIN)
+	@echo "building helm $(HELM_VERSION) from module sources (a few minutes cold)"
+	cd hack/tools/helm && go build -o $@ helm.sh/helm/v3/cmd/helm
 
 $(PROMTOOL):
 	@mkdir -p $(BIN)
@@ -165,7 +189,7 @@ $(GATEKEEPER): go.mod go.sum $(shell find $(GATEKEEPER_PACKAGES) -name '*.go' 2>
 unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
 
-test: verify testbin gatekeeper manager quotactl kubectl-quota images ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector, then the fault suite alone.
+test: verify testbin gatekeeper manager quotactl kubectl-quota images $(HELM) ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector, then the fault suite alone.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
 	$(QUOTACTL) verify templates/
 	cd hack/tools/images && go test -count=1 ./...
@@ -194,10 +218,10 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; longer: make fuzz FUZZT
 		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ./$$pkg/; \
 	done
 
-e2e: testbin gatekeeper manager ## End-to-end tests only: Gatekeeper replicas, the manager and a real control plane.
+e2e: testbin gatekeeper manager $(HELM) ## End-to-end tests only: Gatekeeper replicas, the manager and a real control plane.
 	go test $(GO_TEST_FLAGS) -v ./test/e2e/
 
-faults: testbin gatekeeper manager ## The fault suite only: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults).
+faults: testbin gatekeeper manager $(HELM) ## The fault suite only: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults).
 	go test $(GO_TEST_FLAGS) -v ./test/faults/
 
 # Benchmarks that talk to an apiserver run a fixed count: their b.N would
@@ -236,14 +260,14 @@ quotactl: ## The policy authors' offline tool as bin/quotactl.
 kubectl-quota: ## The kubectl plugin (`kubectl quota usage`, `kubectl quota explain`) as bin/kubectl-quota: put it on PATH.
 	$(STATIC) go build $(GO_BUILD_FLAGS) -o $(BIN)/kubectl-quota ./cmd/kubectl-quota
 
-run: testbin gatekeeper manager ## The main job: a local control plane with Gatekeeper, the plugin and examples.
+run: testbin gatekeeper manager $(HELM) ## The main job: a local control plane with Gatekeeper, the plugin and examples.
 	go run $(GO_BUILD_FLAGS) ./cmd/quotakeeper-local --gatekeeper $(GATEKEEPER) --manager $(MANAGER)
 
 # Flags for cmd/quotakeeper-load, e.g. a quick run:
 #   make load LOAD_FLAGS='-replicas 1 -namespaces 10 -creates 5 -creators 10 -prefill 200'
 LOAD_FLAGS ?=
 
-load: testbin gatekeeper manager ## Load run (issue 10): creates through phases a-f on a local cluster, per Gatekeeper replica count; not part of test.
+load: testbin gatekeeper manager $(HELM) ## Load run (issue 10): creates through phases a-f on a local cluster, per Gatekeeper replica count; not part of test.
 	go run $(GO_BUILD_FLAGS) ./cmd/quotakeeper-load --gatekeeper $(GATEKEEPER) --manager $(MANAGER) $(LOAD_FLAGS)
 
 clean: ## Remove build outputs (keeps the cached test binaries).

@@ -23,21 +23,32 @@ func ReadObjects(paths ...string) ([]*unstructured.Unstructured, error) {
 		if err != nil {
 			return nil, err
 		}
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-		for {
-			obj := &unstructured.Unstructured{}
-			if err := dec.Decode(&obj.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return nil, fmt.Errorf("%s: %w", path, err)
-			}
-			if len(obj.Object) > 0 {
-				objs = append(objs, obj)
-			}
+		decoded, err := DecodeObjects(path, data)
+		if err != nil {
+			return nil, err
 		}
+		objs = append(objs, decoded...)
 	}
 	return objs, nil
+}
+
+// DecodeObjects decodes every non-empty document of data; source names
+// where data came from in errors.
+func DecodeObjects(source string, data []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, fmt.Errorf("%s: %w", source, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
 }
 
 // Apply server-side applies objects in order, retrying each until its kind

@@ -1,8 +1,9 @@
-// Package localcluster brings up quotakeeper as users run it, on this
-// machine: a real etcd and kube-apiserver (from bin/testbin), our CRDs and
-// Gatekeeper's, one or more Gatekeeper processes built with our plugin behind
-// a loopback load balancer that the ValidatingWebhookConfiguration points at,
-// and the quotakeeper manager. `make run` and the end-to-end tests both use
+// Package localcluster brings up quotakeeper as users install and run it,
+// on this machine: a real etcd and kube-apiserver (from bin/testbin), the
+// objects `helm template` renders of charts/quotakeeper and of Gatekeeper's
+// stock chart (chart.go), one or more Gatekeeper processes built with our
+// plugin behind a loopback load balancer that the ValidatingWebhookConfiguration
+// points at, and the quotakeeper manager. `make run` and the end-to-end tests both use
 // it. There is no container runtime here: every component is a local process.
 package localcluster
 
@@ -18,8 +19,10 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,9 +50,13 @@ type Options struct {
 	ManagerArgs []string
 	// GatekeeperArgs are extra flags for every Gatekeeper replica.
 	GatekeeperArgs []string
-	// ReservationTTL is passed to Gatekeeper's plugin and the manager; zero
-	// keeps their default.
+	// ReservationTTL is the chart's reservationTTL, which reaches
+	// Gatekeeper's plugin (its settings ConfigMap) and the manager (its
+	// flags); zero keeps the chart's default.
 	ReservationTTL time.Duration
+	// Helm renders charts/quotakeeper, whose objects the bed installs;
+	// empty is HelmBinary().
+	Helm string
 	// AuditInterval is how often each Gatekeeper audits, in whole seconds.
 	// Zero keeps the test bed's 5 s, which shows audit results quickly; a
 	// load run passes Gatekeeper's own default (60 s), since audit competes
@@ -75,14 +82,21 @@ type Cluster struct {
 	// ControllerManager is kube-controller-manager running only the garbage
 	// collector, which deletes owned ResourceClaims with their objects.
 	ControllerManager *Process
+	// Chart is what `helm template` renders of charts/quotakeeper (with
+	// reservationTTL from Options): the bed installs its CRDs, RBAC,
+	// webhook configurations and plugin settings, runs the manager with its
+	// Deployment's flags, and the suites apply its SyncSet and templates.
+	Chart Rendered
+	// GatekeeperChart is what `helm template` renders of Gatekeeper's stock
+	// chart with config/gatekeeper/values.yaml, for the control plane's
+	// Kubernetes release: the bed installs its RBAC and its
+	// ValidatingWebhookConfiguration.
+	GatekeeperChart Rendered
 
 	opts     Options
 	env      *envtest.Environment
 	webhooks envtest.WebhookInstallOptions
 	balancer *Balancer
-	// subResources are those Gatekeeper's webhook receives besides every
-	// resource, as its chart lists them.
-	subResources []string
 	// etcd and apiserver are envtest's processes once adopted (controlplane.go).
 	etcd, apiserver *Process
 }
@@ -97,10 +111,6 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	gkCRDs := filepath.Join(gkDir, "charts", "gatekeeper", "crds")
-	subResources, err := gatekeeperSubResources(gkDir)
-	if err != nil {
-		return nil, err
-	}
 	assets, err := testenv.AssetsDir()
 	if err != nil {
 		return nil, err
@@ -108,10 +118,18 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := quotav1alpha1.AddToScheme(scheme.Scheme); err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: opts, subResources: subResources}
+	c := &Cluster{opts: opts}
+	if c.Chart, err = c.renderChart(); err != nil {
+		return nil, err
+	}
+	crds, err := typed[apiextensionsv1.CustomResourceDefinition](c.Chart, "CustomResourceDefinition")
+	if err != nil {
+		return nil, err
+	}
 	c.env = &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(testenv.RepoRoot(), "config", "crd"), gkCRDs},
+		CRDs:                  crds,
+		CRDDirectoryPaths:     []string{gkCRDs},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme.Scheme,
 	}
@@ -142,17 +160,25 @@ func (c *Cluster) start(ctx context.Context, gkDir string) error {
 			return err
 		}
 	}
-	if err := c.installRBAC(ctx, gkDir); err != nil {
+	if c.GatekeeperChart, err = c.renderGatekeeperChart(gkDir); err != nil {
+		return err
+	}
+	if err := c.installRBAC(ctx); err != nil {
 		return err
 	}
 	// One serving certificate for 127.0.0.1 from a CA of our own, shared by
 	// every replica, so the balancer can pass TLS through.
 	// The manager serves quotakeeper's own webhooks on the port envtest
-	// picks, with the same certificate; config/webhook's configurations are
-	// rewritten to that URL.
+	// picks, with the same certificate; the chart's webhook configurations
+	// are installed with only their clientConfig rewritten to that URL.
 	c.webhooks = envtest.WebhookInstallOptions{LocalServingHost: "127.0.0.1"}
 	if c.opts.Manager != "" {
-		c.webhooks.Paths = []string{filepath.Join(testenv.RepoRoot(), "config", "webhook")}
+		if c.webhooks.ValidatingWebhooks, err = typed[admissionregistrationv1.ValidatingWebhookConfiguration](c.Chart, "ValidatingWebhookConfiguration"); err != nil {
+			return err
+		}
+		if c.webhooks.MutatingWebhooks, err = typed[admissionregistrationv1.MutatingWebhookConfiguration](c.Chart, "MutatingWebhookConfiguration"); err != nil {
+			return err
+		}
 	}
 	if err := c.webhooks.PrepWithoutInstalling(); err != nil {
 		return err
@@ -252,9 +278,8 @@ type chartValues struct {
 			} `json:"image"`
 		} `json:"crdRepository"`
 	} `json:"preInstall"`
-	SubResources          []string `json:"validatingWebhookSubResources"`
-	WebhookTimeoutSeconds int      `json:"validatingWebhookTimeoutSeconds"`
-	FailurePolicy         string   `json:"validatingWebhookFailurePolicy"`
+	WebhookTimeoutSeconds int    `json:"validatingWebhookTimeoutSeconds"`
+	FailurePolicy         string `json:"validatingWebhookFailurePolicy"`
 	ExtraVolumes          []struct {
 		Name      string `json:"name"`
 		ConfigMap *struct {
@@ -285,28 +310,12 @@ func stockChartValues(moduleDir string) string {
 	return filepath.Join(moduleDir, "charts", "gatekeeper", "values.yaml")
 }
 
-// gatekeeperSubResources is the chart's validatingWebhookSubResources: the
-// subresources its ValidatingWebhookConfiguration sends besides every
-// resource ("*" covers no subresource), among them deployments/scale and
-// the other scale subresources quota checks.
-func gatekeeperSubResources(moduleDir string) ([]string, error) {
-	file := stockChartValues(moduleDir)
-	values, err := readChartValues(file)
-	if err != nil {
-		return nil, err
-	}
-	if len(values.SubResources) == 0 {
-		return nil, fmt.Errorf("%s: no validatingWebhookSubResources", file)
-	}
-	return values.SubResources, nil
-}
-
 func (c *Cluster) startGatekeepers(ctx context.Context) error {
 	var err error
 	if c.GatekeeperKubeconfig, err = c.writeServiceAccountKubeconfig(ctx, "gatekeeper.kubeconfig", GatekeeperServiceAccount); err != nil {
 		return err
 	}
-	settings, err := c.writePluginSettings()
+	settings, err := c.writePluginSettings(ctx)
 	if err != nil {
 		return err
 	}
@@ -327,16 +336,31 @@ func (c *Cluster) startGatekeepers(ctx context.Context) error {
 			return err
 		}
 	}
-	return c.Client.Create(ctx, c.validatingWebhook())
+	webhook, err := c.validatingWebhook()
+	if err != nil {
+		return err
+	}
+	return c.Client.Create(ctx, webhook)
 }
 
-// writePluginSettings writes the plugin's settings file, as the
-// quotakeeper chart's ConfigMap gives it to Gatekeeper in a cluster
+// writePluginSettings installs the chart's quotakeeper-plugin ConfigMap
+// and writes its settings.yaml where Gatekeeper reads it, as the volume
+// config/gatekeeper/values.yaml mounts gives it to Gatekeeper in a cluster
 // (docs/operations.md#plugin-settings), and returns its path.
-func (c *Cluster) writePluginSettings() (string, error) {
-	var settings string
-	if c.opts.ReservationTTL != 0 {
-		settings = "reservationTTL: " + c.opts.ReservationTTL.String() + "\n"
+func (c *Cluster) writePluginSettings(ctx context.Context) (string, error) {
+	cm, err := c.Chart.Object("ConfigMap", PluginSettingsConfigMap)
+	if err != nil {
+		return "", err
+	}
+	settings, found, err := unstructured.NestedString(cm.Object, "data", "settings.yaml")
+	if err != nil {
+		return "", fmt.Errorf("ConfigMap %s: %w", PluginSettingsConfigMap, err)
+	}
+	if !found {
+		return "", fmt.Errorf("ConfigMap %s has no data settings.yaml", PluginSettingsConfigMap)
+	}
+	if err := c.Apply(ctx, time.Minute, cm); err != nil {
+		return "", err
 	}
 	path := filepath.Join(c.opts.Dir, "quotakeeper-plugin-settings.yaml")
 	return path, os.WriteFile(path, []byte(settings), 0o644)
@@ -398,39 +422,32 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int, settings string)
 	}, fmt.Sprintf("127.0.0.1:%d", webhook), nil
 }
 
-// validatingWebhook sends every create and update, except of our own quota
-// objects (which the quotakeeper webhooks guard), to Gatekeeper through the
-// balancer, failing closed as quota enforcement must. Like the chart's, its
-// rule lists the subresources Gatekeeper reviews (the scale subresources
-// among them) next to "*", which matches no subresource.
-func (c *Cluster) validatingWebhook() *admissionregistrationv1.ValidatingWebhookConfiguration {
-	url := "https://" + c.balancer.Addr() + "/v1/admit"
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
-	timeout := int32(10)
-	return &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "gatekeeper-validating-webhook-configuration"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "validation.gatekeeper.sh",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CAData()},
-			AdmissionReviewVersions: []string{"v1"},
-			SideEffects:             &none,
-			FailurePolicy:           &fail,
-			TimeoutSeconds:          &timeout,
-			NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-				Key: "admission.gatekeeper.sh/ignore", Operator: metav1.LabelSelectorOpDoesNotExist,
-			}}},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-				Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"},
-					Resources: append([]string{"*"}, c.subResources...)},
-			}},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name:       "not-quota-objects",
-				Expression: `request.resource.group != "quota.miloapis.com"`,
-			}},
-		}},
+// validatingWebhook is the stock chart's ValidatingWebhookConfiguration
+// (GatekeeperChart) with each webhook's clientConfig pointing at the
+// balancer: the same rules (every resource and the subresources the chart
+// lists, the scale subresources among them), failure policy, timeout,
+// namespace selector and match conditions (quota objects are left to
+// quotakeeper's own webhooks) as in a cluster.
+func (c *Cluster) validatingWebhook() (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
+	configs, err := typed[admissionregistrationv1.ValidatingWebhookConfiguration](c.GatekeeperChart, "ValidatingWebhookConfiguration")
+	if err != nil {
+		return nil, err
 	}
+	for _, config := range configs {
+		if config.Name != "gatekeeper-validating-webhook-configuration" {
+			continue
+		}
+		for i := range config.Webhooks {
+			cc := &config.Webhooks[i].ClientConfig
+			if cc.Service == nil || cc.Service.Path == nil {
+				return nil, fmt.Errorf("webhook %s calls no Service path", config.Webhooks[i].Name)
+			}
+			url := "https://" + c.balancer.Addr() + *cc.Service.Path
+			*cc = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: c.CAData()}
+		}
+		return config, nil
+	}
+	return nil, errors.New("the Gatekeeper chart renders no ValidatingWebhookConfiguration gatekeeper-validating-webhook-configuration")
 }
 
 // startControllerManager runs the real garbage collector: without it an
@@ -467,18 +484,26 @@ func (c *Cluster) startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The chart's flags (groups, namespaces, reservation TTL, leader
+	// election), then where this process listens and finds its certificate
+	// (the bed's CA, not the rotator's), then the caller's: a later flag
+	// wins.
+	args, err := c.Chart.managerArgs()
+	if err != nil {
+		return err
+	}
+	args = append(args,
+		"--kubeconfig="+c.ManagerKubeconfig,
+		"--health-probe-bind-address=127.0.0.1:"+fmt.Sprint(health),
+		"--metrics-bind-address=127.0.0.1:"+fmt.Sprint(metrics),
+		"--webhook-port="+fmt.Sprint(c.webhooks.LocalServingPort),
+		"--cert-dir="+c.CertDir(),
+		"--disable-cert-rotation",
+	)
 	c.Manager = &Process{
-		Name: "quotakeeper-manager",
-		Path: c.opts.Manager,
-		Args: append(append([]string{
-			"--kubeconfig=" + c.ManagerKubeconfig,
-			"--health-probe-bind-address=127.0.0.1:" + fmt.Sprint(health),
-			"--metrics-bind-address=127.0.0.1:" + fmt.Sprint(metrics),
-			"--leader-election-namespace=" + quotav1alpha1.DefaultSystemNamespace,
-			"--webhook-port=" + fmt.Sprint(c.webhooks.LocalServingPort),
-			"--cert-dir=" + c.CertDir(),
-			"--disable-cert-rotation",
-		}, c.ttlArg("--reservation-ttl")...), c.opts.ManagerArgs...),
+		Name:    "quotakeeper-manager",
+		Path:    c.opts.Manager,
+		Args:    append(args, c.opts.ManagerArgs...),
 		LogPath: filepath.Join(c.opts.Dir, "quotakeeper-manager.log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),
 		Metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics),
@@ -498,13 +523,6 @@ func (c *Cluster) auditSeconds() int64 {
 		return 5
 	}
 	return max(1, int64(c.opts.AuditInterval/time.Second))
-}
-
-func (c *Cluster) ttlArg(flag string) []string {
-	if c.opts.ReservationTTL == 0 {
-		return nil
-	}
-	return []string{flag + "=" + c.opts.ReservationTTL.String()}
 }
 
 // Restart starts a killed or stopped process again.

@@ -1,13 +1,8 @@
 package localcluster
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -20,19 +15,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/quotakeeper/quotakeeper/dynwatch"
-	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // The manager and Gatekeeper run under the RBAC a cluster gives them, not
-// as system:masters: the ServiceAccounts, roles and bindings of
-// config/rbac (rendered by kustomize, as `kubectl apply -k` installs it),
-// Gatekeeper's own from its release manifest, and config/gatekeeper/rbac.yaml
-// (what the plugin needs beyond it). Each process authenticates as its
+// as system:masters: the ServiceAccounts, roles and bindings the
+// quotakeeper chart renders (config/rbac, and config/gatekeeper/rbac.yaml,
+// what the plugin needs beyond Gatekeeper's own), and those Gatekeeper's
+// stock chart renders with config/gatekeeper/values.yaml. Each process authenticates as its
 // ServiceAccount: a client certificate naming the account's user and groups
 // (system:serviceaccount:<ns>:<name>, system:serviceaccounts,
 // system:serviceaccounts:<ns>), which the authorizer treats exactly as the
 // account's token, and which does not expire under a long `make run`. So a
-// permission missing from config/ fails here as it would in a cluster.
+// permission missing from the chart fails here as it would in a cluster.
 
 // ServiceAccount names a ServiceAccount.
 type ServiceAccount struct{ Namespace, Name string }
@@ -47,74 +41,39 @@ func (s ServiceAccount) Groups() []string {
 	return []string{"system:serviceaccounts", "system:serviceaccounts:" + s.Namespace, "system:authenticated"}
 }
 
-// The shipped ServiceAccounts: config/rbac/service_account.yaml's and the
+// The shipped ServiceAccounts: the chart's (config/rbac/service_account.yaml) and the
 // one Gatekeeper's chart runs its Deployments as.
 var (
 	ManagerServiceAccount    = ServiceAccount{Namespace: "quotakeeper-system", Name: "quotakeeper-manager"}
 	GatekeeperServiceAccount = ServiceAccount{Namespace: GatekeeperNamespace, Name: "gatekeeper-admin"}
 )
 
-// rbacKinds are the kinds taken from Gatekeeper's release manifest.
+// rbacKinds are the kinds of the RBAC objects the charts render.
 var rbacKinds = []string{"ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
 
 // shippedRBAC returns the RBAC objects to install, in order: Gatekeeper's
-// (from the manifest of the release in the module cache), the plugin's,
-// and the manager's (`kubectl kustomize config/rbac`).
-func shippedRBAC(gatekeeperDir string) ([]*unstructured.Unstructured, error) {
-	root := testenv.RepoRoot()
-	stock, err := ReadObjects(filepath.Join(gatekeeperDir, "deploy", "gatekeeper.yaml"))
-	if err != nil {
-		return nil, err
-	}
+// stock chart's (less those of its install hooks, which Helm deletes once
+// they have run), then the quotakeeper chart's: the manager's (config/rbac)
+// and the plugin's (config/gatekeeper/rbac.yaml).
+func shippedRBAC(gatekeeper, quotakeeper Rendered) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
-	for _, obj := range stock {
-		if g := obj.GroupVersionKind().Group; (g == "" || g == rbacv1.GroupName) && slices.Contains(rbacKinds, obj.GetKind()) {
+	for _, obj := range gatekeeper.Kinds(rbacKinds...) {
+		if _, hook := obj.GetAnnotations()["helm.sh/hook"]; !hook {
 			out = append(out, obj)
 		}
 	}
-	plugin, err := ReadObjects(filepath.Join(root, "config", "gatekeeper", "rbac.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, plugin...)
-	manager, err := Kustomize(filepath.Join(root, "config", "rbac"))
-	if err != nil {
-		return nil, err
-	}
-	return append(out, manager...), nil
+	return append(out, quotakeeper.Kinds(rbacKinds...)...)
 }
 
 // Kustomize renders a kustomization with kubectl, as `kubectl apply -k`
 // would apply it.
 func Kustomize(dir string) ([]*unstructured.Unstructured, error) {
-	cmd := exec.Command("kubectl", "kustomize", dir)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("kubectl kustomize %s: %w: %s", dir, err, stderr.String())
-	}
-	f, err := os.CreateTemp("", "kustomize-*.yaml")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = os.Remove(f.Name()) }()
-	if _, err := f.Write(out); err != nil {
-		return nil, errors.Join(err, f.Close())
-	}
-	if err := f.Close(); err != nil {
-		return nil, err
-	}
-	return ReadObjects(f.Name())
+	return renderedBy("kubectl", "kustomize", dir)
 }
 
 // installRBAC applies the shipped RBAC.
-func (c *Cluster) installRBAC(ctx context.Context, gatekeeperDir string) error {
-	objs, err := shippedRBAC(gatekeeperDir)
-	if err != nil {
-		return err
-	}
-	if err := c.Apply(ctx, time.Minute, objs...); err != nil {
+func (c *Cluster) installRBAC(ctx context.Context) error {
+	if err := c.Apply(ctx, time.Minute, shippedRBAC(c.GatekeeperChart, c.Chart)...); err != nil {
 		return fmt.Errorf("shipped RBAC: %w", err)
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
@@ -166,7 +164,7 @@ func (h *harness) install(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	noop, err := decode(noopTemplate)
+	noop, err := localcluster.DecodeObjects("the no-op template", noopTemplate)
 	if err != nil {
 		return err
 	}
@@ -194,23 +192,6 @@ func (h *harness) install(ctx context.Context) error {
 		}
 		return nil
 	})
-}
-
-func decode(data []byte) ([]*unstructured.Unstructured, error) {
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs, nil
-			}
-			return nil, err
-		}
-		if len(obj.Object) > 0 {
-			objs = append(objs, obj)
-		}
-	}
 }
 
 // phase sets phase id up on namespaces of its own, measures it and checks it.

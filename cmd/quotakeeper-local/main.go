@@ -62,17 +62,16 @@ func run(ctx context.Context, dir, gatekeeper, manager string, replicas int, sam
 	}
 	defer c.Stop()
 
-	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "templates", "*", "template.yaml"))
-	if err != nil {
+	// The chart's SyncSet and templates, then the samples.
+	if err := c.Apply(ctx, 2*time.Minute, c.Chart.Kinds("SyncSet", "ConstraintTemplate")...); err != nil {
 		return err
 	}
 	sampleYAML, err := sampleFiles(samples)
 	if err != nil {
 		return err
 	}
-	files = append(files, sampleYAML...)
-	fmt.Printf("applying the templates and %d sample files from %s ...\n", len(sampleYAML), samples)
-	if err := c.ApplyFiles(ctx, 2*time.Minute, files...); err != nil {
+	fmt.Printf("applied the chart's SyncSet and templates; applying %d sample files from %s ...\n", len(sampleYAML), samples)
+	if err := c.ApplyFiles(ctx, 2*time.Minute, sampleYAML...); err != nil {
 		return err
 	}
 	fmt.Printf("\nready. In another terminal:\n\n  export KUBECONFIG=%s\n  kubectl get quotakeeper -A\n\nlogs are in %s; Ctrl-C stops everything.\n\n", c.Kubeconfig, dir)

@@ -1,6 +1,6 @@
 // Package testcluster runs a test package's suite against a local cluster
 // of its own (localcluster) with the repository's Gatekeeper and manager
-// binaries, the SyncSet and every quota template installed: what the
+// binaries, the chart's SyncSet and every quota template installed: what the
 // end-to-end and fault suites share.
 package testcluster
 
@@ -51,10 +51,9 @@ func Main(m *testing.M, suite string, opts localcluster.Options, cluster **local
 	}
 	defer c.Stop()
 	*cluster = c
-	files := []string{filepath.Join(root, "config", "gatekeeper", "syncset.yaml")}
-	templates, _ := filepath.Glob(filepath.Join(root, "templates", "*", "template.yaml"))
-	files = append(files, templates...)
-	if err := c.ApplyFiles(ctx, 2*time.Minute, files...); err != nil {
+	// The SyncSet and the templates as the chart renders them (they need
+	// Gatekeeper's CRDs, which the bed installs with the control plane).
+	if err := c.Apply(ctx, 2*time.Minute, c.Chart.Kinds("SyncSet", "ConstraintTemplate")...); err != nil {
 		fmt.Fprintln(os.Stderr, "install:", err)
 		return 1
 	}

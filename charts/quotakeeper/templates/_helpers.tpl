@@ -1,0 +1,25 @@
+{{/*
+quotakeeper.systemNamespace: the system namespace, the release's unless set.
+*/}}
+{{- define "quotakeeper.systemNamespace" -}}
+{{- default .Release.Namespace .Values.systemNamespace -}}
+{{- end -}}
+
+{{/*
+quotakeeper.file renders a file of files/ (generated from config/ by `make
+generate`) as it is, with one change: every "namespace: <from>" line names
+<to> instead, so objects and the subjects and Services they name move with
+the release. .Files.Get does not expand template actions, so nothing else
+of the file changes. Argument: (list $ "files/x.yaml" "<from>" "<to>").
+*/}}
+{{- define "quotakeeper.file" -}}
+{{- $root := index . 0 -}}
+{{- $file := index . 1 -}}
+{{- $content := $root.Files.Get $file -}}
+{{- if not $content }}{{ fail (printf "%s is missing: run make generate" $file) }}{{ end -}}
+{{- regexReplaceAll (printf "(?m)^(\\s*-?\\s*)namespace: %s$" (index . 2)) $content (printf "${1}namespace: %s" (index . 3)) -}}
+{{- end -}}
+
+{{- define "quotakeeper.image" -}}
+{{- printf "%s:%s" .Values.manager.image.repository (default .Chart.AppVersion .Values.manager.image.tag) -}}
+{{- end -}}

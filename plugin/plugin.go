@@ -65,7 +65,7 @@ func AddToManager(mgr manager.Manager) error {
 		return err
 	}
 	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version, "settings", source,
-		"systemNamespace", settings.SystemNamespace, "reservationTTL", settings.ReservationTTL.String(), "deadline", settings.Deadline.String())
+		"systemNamespace", settings.SystemNamespace, "reservationTTL", settings.ReservationTTL.Duration.String(), "deadline", settings.Deadline.Duration.String())
 	builtins.SetDeadline(settings.Deadline.Duration)
 	// Gatekeeper's Prometheus exporter serves the default gatherer
 	// (promhttp.Handler) on its --prometheus-port: registered there, the

@@ -103,8 +103,27 @@ func idUID(id string) string {
 // MarshalJSON writes the reservation as its string.
 func (r Reservation) MarshalJSON() ([]byte, error) { return json.Marshal(r.String()) }
 
-// UnmarshalJSON reads the reservation from its string.
+// legacyReservation is how reservations were written before they were
+// strings. Buckets written then are still read: the first write after an
+// upgrade rewrites them as strings, so upgrading needs no migration.
+type legacyReservation struct {
+	ID        string           `json:"id"`
+	Object    ObjectRef        `json:"object"`
+	Amount    int64            `json:"amount"`
+	ExpiresAt metav1.MicroTime `json:"expiresAt"`
+}
+
+// UnmarshalJSON reads the reservation from its string (or, written by an
+// earlier version, its object).
 func (r *Reservation) UnmarshalJSON(data []byte) error {
+	if len(data) > 0 && data[0] == '{' {
+		var old legacyReservation
+		if err := json.Unmarshal(data, &old); err != nil {
+			return fmt.Errorf("reservation: %w", err)
+		}
+		*r = Reservation(old)
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(data, &s); err != nil {
 		return fmt.Errorf("reservation: %w", err)

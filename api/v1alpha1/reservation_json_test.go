@@ -81,7 +81,28 @@ func TestParseReservationRefuses(t *testing.T) {
 		}
 	}
 	var r Reservation
-	if err := json.Unmarshal([]byte(`{"id":"a"}`), &r); err == nil {
-		t.Error("an object where a string belongs: no error")
+	if err := json.Unmarshal([]byte(`["a"]`), &r); err == nil {
+		t.Error("a list where a string belongs: no error")
+	}
+}
+
+// A bucket written before reservations were strings still reads, so an
+// upgrade needs no migration: the next write rewrites it.
+func TestReservationReadsTheEarlierObjectForm(t *testing.T) {
+	var got Reservation
+	if err := json.Unmarshal([]byte(`{"id":"9a1d/4/2","object":{"apiGroup":"apps","kind":"Deployment","namespace":"team-a","name":"web","uid":"9a1d"},"amount":500,"expiresAt":"2026-11-23T02:23:03.123456Z"}`), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := Reservation{ID: "9a1d/4/2", Amount: 500, ExpiresAt: metav1.NewMicroTime(time.Date(2026, 11, 23, 2, 23, 3, 123456000, time.UTC)),
+		Object: ObjectRef{APIGroup: "apps", Kind: "Deployment", Namespace: "team-a", Name: "web", UID: "9a1d"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("read (-want +got):\n%s", diff)
+	}
+	data, err := json.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(data) != `"9a1d/4/2 500 2026-11-23T02:23:03.123456Z Deployment.apps/team-a/web"` {
+		t.Errorf("rewritten as %s", data)
 	}
 }

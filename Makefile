@@ -105,6 +105,7 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	$(HELM) template quotakeeper charts/quotakeeper -n quotakeeper-system --set samples.enabled=true > /dev/null
 	$(HELM) lint $(GATEKEEPER_CHART) --kube-version $(KUBE_VERSION) -f config/gatekeeper/values.yaml
 	$(HELM) template gatekeeper $(GATEKEEPER_CHART) -n gatekeeper-system --kube-version $(KUBE_VERSION) -f config/gatekeeper/values.yaml > /dev/null
+	$(HELM) template gatekeeper $(GATEKEEPER_CHART) -n gatekeeper-system --kube-version $(KUBE_VERSION) -f config/gatekeeper/values.yaml -f config/gatekeeper/values-quota-only.yaml > /dev/null
 	@linked=$$(go list -deps ./plugin | sed -n 's|^github.com/quotakeeper/quotakeeper/\([^/]*\).*|\1|p' | sort -u); \
 	for p in $$linked; do case " $(GATEKEEPER_PACKAGES) " in *" $$p "*) ;; *) echo "GATEKEEPER_PACKAGES misses $$p, which the plugin links"; exit 1;; esac; done
 

@@ -1,9 +1,16 @@
 package localcluster
 
 import (
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
@@ -54,5 +61,66 @@ func TestGatekeeperValuesInstallWithTheStockChart(t *testing.T) {
 	}
 	if mount.Name != vol.Name || mount.MountPath != "/etc/quotakeeper/plugin" {
 		t.Errorf("extraVolumeMounts[0] %+v: want volume %s at /etc/quotakeeper/plugin", mount, vol.Name)
+	}
+}
+
+// Done when: config/gatekeeper/values-quota-only.yaml scopes Gatekeeper's
+// webhook to what quota counts and misses nothing of it: every kind the
+// shipped RBAC lets the manager count, the scale subresource of each counted
+// workload (kubectl scale), and Namespaces (their labels name consumers).
+func TestQuotaOnlyRulesCoverTheCountedKinds(t *testing.T) {
+	root := testenv.RepoRoot()
+	var quotaOnly struct {
+		Rules []admissionregistrationv1.RuleWithOperations `json:"validatingWebhookCustomRules"`
+	}
+	data, err := os.ReadFile(filepath.Join(root, "config", "gatekeeper", "values-quota-only.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(data, &quotaOnly); err != nil {
+		t.Fatal(err)
+	}
+	sent := map[string]bool{}
+	for _, r := range quotaOnly.Rules {
+		if !slices.Equal(r.Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}) {
+			t.Errorf("rule %v: operations %v, want CREATE and UPDATE", r.Resources, r.Operations)
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				sent[g+"/"+res] = true
+			}
+		}
+	}
+	objs, err := ReadObjects(filepath.Join(root, "config", "rbac", "counted_kinds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/namespaces"}
+	for _, obj := range objs {
+		if obj.GetKind() != "ClusterRole" || obj.GetLabels()["quota.miloapis.com/aggregate-to-manager"] != "true" {
+			continue
+		}
+		var role rbacv1.ClusterRole
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &role); err != nil {
+			t.Fatal(err)
+		}
+		for _, rule := range role.Rules {
+			for _, g := range rule.APIGroups {
+				for _, res := range rule.Resources {
+					want = append(want, g+"/"+res)
+					if g == "apps" {
+						want = append(want, g+"/"+res+"/scale")
+					}
+				}
+			}
+		}
+	}
+	if len(want) < 6 {
+		t.Fatalf("counted kinds %v: config/rbac/counted_kinds.yaml was not read", want)
+	}
+	for _, w := range want {
+		if !sent[w] {
+			t.Errorf("values-quota-only.yaml does not send %s to Gatekeeper, which quota counts", w)
+		}
 	}
 }

@@ -136,8 +136,10 @@ func (t *Tally) Observation(key ledger.BucketKey) (ledger.Observation, error) {
 	}
 	obs.ByNamespace = map[string]int64{}
 	obs.Counted = make(map[string]int64, len(members))
-	for _, uid := range slices.Sorted(maps.Keys(members)) {
-		m := members[uid]
+	// In any order: every amount is positive, so the sums and their
+	// overflow check do not depend on it, and sorting 100,000 uids on every
+	// write was a tenth of the manager's CPU while it counted them.
+	for uid, m := range members {
 		obs.Counted[uid] = m.generation
 		var err error
 		if obs.Allocated, err = ledger.Add(obs.Allocated, m.amount); err != nil {

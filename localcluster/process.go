@@ -1,17 +1,16 @@
 package localcluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // Process is a local server process with its output in a log file. It can be
@@ -147,26 +146,13 @@ func (p *Process) CPUTime() (time.Duration, error) {
 
 // CPUTime is the CPU time process pid has used so far, user and system.
 func CPUTime(pid int) (time.Duration, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	proc, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, err
 	}
-	// The command name (field 2) may hold spaces; the fields after its
-	// closing parenthesis start at field 3 (state), so utime and stime,
-	// fields 14 and 15, are the 12th and 13th.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(fields))
+	stat, err := proc.Stat()
+	if err != nil {
+		return 0, err
 	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		ticks += n
-	}
-	// Linux reports these in USER_HZ, 100 on every architecture Go
-	// supports (it is part of the user-space ABI).
-	return time.Duration(ticks) * (time.Second / 100), nil
+	return time.Duration(stat.CPUTime() * float64(time.Second)), nil
 }

@@ -10,8 +10,11 @@ import (
 	"github.com/prometheus/common/model"
 )
 
+// Metrics are one scrape of a process's Prometheus endpoint, by family name.
+type Metrics map[string]*dto.MetricFamily
+
 // Scrape reads the process's Prometheus endpoint (Metrics).
-func (p *Process) Scrape(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+func (p *Process) Scrape(ctx context.Context) (Metrics, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.Metrics, nil)
 	if err != nil {
 		return nil, err
@@ -31,4 +34,50 @@ func (p *Process) Scrape(ctx context.Context) (map[string]*dto.MetricFamily, err
 		return nil, fmt.Errorf("scrape %s: %w", p.Name, err)
 	}
 	return fams, nil
+}
+
+// Counter sums the counter name's series that carry labels (nil: every
+// series). A family not exported yet counts 0.
+func (m Metrics) Counter(name string, labels map[string]string) float64 {
+	var sum float64
+	for _, s := range m[name].GetMetric() {
+		if hasLabels(s, labels) {
+			sum += s.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// Gauge is the value of the gauge name's first series that carries labels.
+func (m Metrics) Gauge(name string, labels map[string]string) (float64, bool) {
+	for _, s := range m[name].GetMetric() {
+		if hasLabels(s, labels) {
+			return s.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+// Histogram sums the observations of the histogram name's series: how
+// many, and their total.
+func (m Metrics) Histogram(name string) (count uint64, sum float64) {
+	for _, s := range m[name].GetMetric() {
+		count += s.GetHistogram().GetSampleCount()
+		sum += s.GetHistogram().GetSampleSum()
+	}
+	return count, sum
+}
+
+// hasLabels reports whether s carries every label of want.
+func hasLabels(s *dto.Metric, want map[string]string) bool {
+	found := 0
+	for _, l := range s.GetLabel() {
+		if v, ok := want[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			found++
+		}
+	}
+	return found == len(want)
 }

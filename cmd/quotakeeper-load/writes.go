@@ -3,10 +3,6 @@ package main
 import (
 	"context"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-
-	"github.com/quotakeeper/quotakeeper/localcluster"
 )
 
 // writeSample counts AllowanceBucket status writes so far, from the
@@ -22,36 +18,24 @@ func (h *harness) writes(ctx context.Context) writeSample {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var s writeSample
-	read := func(p *localcluster.Process) (writes, mutations, conflicts float64) {
-		fams, err := p.Scrape(ctx)
-		if err != nil {
-			return 0, 0, 0
-		}
-		if f := fams["quotakeeper_group_commit_batch_size"]; f != nil {
-			for _, m := range f.GetMetric() {
-				writes += float64(m.GetHistogram().GetSampleCount())
-				mutations += m.GetHistogram().GetSampleSum()
-			}
-		}
-		return writes, mutations, counter(fams["quotakeeper_bucket_write_conflicts_total"])
-	}
 	for _, g := range h.c.Gatekeepers {
-		w, m, c := read(g)
-		s.gatekeeperWrites, s.gatekeeperMutations, s.conflicts = s.gatekeeperWrites+w, s.gatekeeperMutations+m, s.conflicts+c
+		m, err := g.Scrape(ctx)
+		if err != nil {
+			continue
+		}
+		writes, mutations := m.Histogram("quotakeeper_group_commit_batch_size")
+		s.gatekeeperWrites += float64(writes)
+		s.gatekeeperMutations += mutations
+		s.conflicts += m.Counter("quotakeeper_bucket_write_conflicts_total", nil)
 	}
 	if h.c.Manager != nil {
-		w, _, c := read(h.c.Manager)
-		s.managerWrites, s.conflicts = w, s.conflicts+c
+		if m, err := h.c.Manager.Scrape(ctx); err == nil {
+			writes, _ := m.Histogram("quotakeeper_group_commit_batch_size")
+			s.managerWrites = float64(writes)
+			s.conflicts += m.Counter("quotakeeper_bucket_write_conflicts_total", nil)
+		}
 	}
 	return s
-}
-
-func counter(f *dto.MetricFamily) float64 {
-	var n float64
-	for _, m := range f.GetMetric() {
-		n += m.GetCounter().GetValue()
-	}
-	return n
 }
 
 // printWrites says how many bucket writes a phase's creates cost: on a

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
@@ -37,15 +35,19 @@ func TestMetrics(t *testing.T) {
 	mustDeny(t, ns, "cm-4", "available 0 of 3")
 	after := scrapeGatekeepers(t)
 
-	decisions := func(fams []map[string]*dto.MetricFamily, result string) float64 {
-		return sumCounters(fams, "quotakeeper_admission_decisions_total", map[string]string{"result": result})
+	decisions := func(fams []localcluster.Metrics, result string) float64 {
+		var sum float64
+		for _, f := range fams {
+			sum += f.Counter("quotakeeper_admission_decisions_total", map[string]string{"result": result})
+		}
+		return sum
 	}
 	for result, want := range map[string]float64{"granted": 3, "denied": 1, "halted": 0} {
 		if got := decisions(after, result) - decisions(before, result); got != want {
 			t.Errorf("quotakeeper_admission_decisions_total{result=%q} rose by %v over the replicas, want %v", result, got, want)
 		}
 	}
-	reserves := func(fams []map[string]*dto.MetricFamily) uint64 {
+	reserves := func(fams []localcluster.Metrics) uint64 {
 		var n uint64
 		for _, f := range fams {
 			n += histogramCount(f, "quotakeeper_reserve_duration_seconds")
@@ -57,7 +59,7 @@ func TestMetrics(t *testing.T) {
 	}
 	// Each grant wrote a reservation in a group-commit batch of its own
 	// (the creates were one after another).
-	batches := func(fams []map[string]*dto.MetricFamily) uint64 {
+	batches := func(fams []localcluster.Metrics) uint64 {
 		var n uint64
 		for _, f := range fams {
 			n += histogramCount(f, "quotakeeper_group_commit_batch_size")
@@ -85,7 +87,7 @@ func TestMetrics(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "the manager's bucket gauges", func() error {
 		fams := scrape(t, cluster.Manager)
 		for name, v := range want {
-			got, ok := gauge(fams, name, labels)
+			got, ok := fams.Gauge(name, labels)
 			if !ok {
 				return fmt.Errorf("no %s%v", name, labels)
 			}
@@ -105,7 +107,7 @@ func TestMetrics(t *testing.T) {
 }
 
 // scrape reads a process's Prometheus endpoint.
-func scrape(t *testing.T, p *localcluster.Process) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, p *localcluster.Process) localcluster.Metrics {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -116,58 +118,17 @@ func scrape(t *testing.T, p *localcluster.Process) map[string]*dto.MetricFamily 
 	return fams
 }
 
-func scrapeGatekeepers(t *testing.T) []map[string]*dto.MetricFamily {
+func scrapeGatekeepers(t *testing.T) []localcluster.Metrics {
 	t.Helper()
-	out := make([]map[string]*dto.MetricFamily, len(cluster.Gatekeepers))
+	out := make([]localcluster.Metrics, len(cluster.Gatekeepers))
 	for i, g := range cluster.Gatekeepers {
 		out[i] = scrape(t, g)
 	}
 	return out
 }
 
-// hasLabels reports whether m carries every label of want.
-func hasLabels(m *dto.Metric, want map[string]string) bool {
-	found := 0
-	for _, l := range m.GetLabel() {
-		if v, ok := want[l.GetName()]; ok {
-			if v != l.GetValue() {
-				return false
-			}
-			found++
-		}
-	}
-	return found == len(want)
-}
-
-// sumCounters sums, over processes, the counter name's series with labels.
-// A series not exported yet counts 0.
-func sumCounters(fams []map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
-	var sum float64
-	for _, f := range fams {
-		for _, m := range f[name].GetMetric() {
-			if hasLabels(m, labels) {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
-// gauge is the value of the gauge name's one series with labels.
-func gauge(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
-	for _, m := range fams[name].GetMetric() {
-		if hasLabels(m, labels) {
-			return m.GetGauge().GetValue(), true
-		}
-	}
-	return 0, false
-}
-
-// histogramCount is the number of observations of the unlabelled histogram name.
-func histogramCount(fams map[string]*dto.MetricFamily, name string) uint64 {
-	var n uint64
-	for _, m := range fams[name].GetMetric() {
-		n += m.GetHistogram().GetSampleCount()
-	}
+// histogramCount is the number of observations of the histogram name.
+func histogramCount(m localcluster.Metrics, name string) uint64 {
+	n, _ := m.Histogram(name)
 	return n
 }

@@ -60,7 +60,7 @@ func wrapPolicyWebhook() bool {
 }
 
 // auditingManager hands AddPolicyWebhook a webhook server that wraps the
-// validation handler.
+// validation handler, and serves it on warm workers.
 type auditingManager struct{ manager.Manager }
 
 func (m auditingManager) GetWebhookServer() webhook.Server {
@@ -80,6 +80,8 @@ func (s auditingServer) Register(path string, hook http.Handler) {
 			Recorder: s.mgr.GetEventRecorder("quotakeeper-gatekeeper"),
 			Now:      time.Now,
 		}
+		// Reviews run on warm workers (workers.go).
+		hook = newWarmWorkers(workerIdle).handler(hook)
 	}
 	s.Server.Register(path, hook)
 }

@@ -72,3 +72,17 @@ func TestBucketChangesSpaceUsageRefreshes(t *testing.T) {
 		})
 	}
 }
+
+// Done when: usage alone rewrites at most grantsPerRefresh effective grants
+// of a pair per refresh: a pair with more namespaces waits longer.
+func TestUsageRefreshSpacedByFanout(t *testing.T) {
+	for _, tc := range []struct {
+		grants int
+		want   time.Duration
+	}{{0, 5 * time.Second}, {1, 5 * time.Second}, {20, 5 * time.Second}, {21, 10 * time.Second}, {100, 25 * time.Second}, {101, 30 * time.Second}} {
+		h := bucketChanges{refresh: 5 * time.Second, fanout: func(pair) int { return tc.grants }}
+		if got := h.usageDelay(pair{}); got != tc.want {
+			t.Errorf("%d effective grants: a usage refresh waits %v, want %v", tc.grants, got, tc.want)
+		}
+	}
+}

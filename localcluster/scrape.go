@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 
 	dto "github.com/prometheus/client_model/go"
@@ -28,12 +29,17 @@ func (p *Process) Scrape(ctx context.Context) (Metrics, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape %s: %s", p.Name, resp.Status)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
+	m, err := ParseMetrics(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", p.Name, err)
 	}
-	return fams, nil
+	return m, nil
+}
+
+// ParseMetrics reads Prometheus's text format.
+func ParseMetrics(r io.Reader) (Metrics, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(r)
 }
 
 // Counter sums the counter name's series that carry labels (nil: every

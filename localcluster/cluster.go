@@ -391,10 +391,18 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int, settings string)
 	if err := os.MkdirAll(auditDir, 0o755); err != nil {
 		return nil, "", err
 	}
+	// As the stock chart deploys it: one process audits (its audit
+	// Deployment), every replica serves the webhooks (its controller
+	// manager). Replica 0 does both; were every replica to audit, each
+	// would re-evaluate every object of the cluster once per interval.
+	var operations []string
+	if i > 0 {
+		operations = []string{"--operation=webhook", "--operation=mutation-webhook"}
+	}
 	return &Process{
 		Name: name,
 		Path: c.opts.Gatekeeper,
-		Args: append([]string{
+		Args: append(append([]string{
 			"--kubeconfig=" + c.GatekeeperKubeconfig,
 			"--port=" + fmt.Sprint(webhook),
 			"--host=127.0.0.1",
@@ -414,7 +422,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int, settings string)
 			// 34 creates/s against 532 for in-tree ResourceQuota).
 			"--max-serving-threads=" + fmt.Sprint(GatekeeperServingThreads),
 			"--quota-settings=" + settings,
-		}, c.opts.GatekeeperArgs...),
+		}, operations...), c.opts.GatekeeperArgs...),
 		Env:     []string{"POD_NAMESPACE=" + GatekeeperNamespace, "POD_NAME=" + name},
 		LogPath: filepath.Join(c.opts.Dir, name+".log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),

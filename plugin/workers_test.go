@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -70,8 +71,8 @@ func TestWarmWorkersReuseAndPanic(t *testing.T) {
 	}
 
 	defer func() {
-		if v := recover(); v != http.ErrAbortHandler {
-			t.Errorf("recovered %v on the request's goroutine, want http.ErrAbortHandler", v)
+		if err, _ := recover().(error); !errors.Is(err, http.ErrAbortHandler) {
+			t.Errorf("recovered %v on the request's goroutine, want http.ErrAbortHandler", err)
 		}
 	}()
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/panic", nil))

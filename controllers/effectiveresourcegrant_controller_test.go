@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,3 +122,66 @@ func TestEffectiveGrantsFollowTheConsumersNamespaces(t *testing.T) {
 }
 
 var nsGVK = schema.GroupVersionKind{Version: "v1", Kind: "Namespace"}
+
+// Done when: the controller's own writes do not refresh it again. While a
+// bucket's usage changes as fast as it can be written for 8 s, an
+// Organization's effective grants are rewritten once per refresh (5 s): at
+// most twice. When the controller watched its own status writes, each
+// refresh queued the next at once, and they were rewritten over and over.
+func TestEffectiveGrantsDoNotRefreshThemselves(t *testing.T) {
+	needEnv(t)
+	const rt = "tloop.example.com/cpu"
+	acme := orgConsumer("acme-tloop")
+	newRegistration(t, "tloop-cpu", rt, organizationType)
+	var namespaces []string
+	for i := range 10 {
+		namespaces = append(namespaces, fmt.Sprint("tloop-", i))
+		newNamespace(t, namespaces[i], tenantOf("acme-tloop"))
+	}
+	newGrant(t, "tloop", acme, quotav1alpha1.Allowance{ResourceType: rt, Buckets: []quotav1alpha1.GrantBucket{{Amount: 1000}}})
+	key := bucketKey(acme, rt, nil)
+	wantBucket(t, key, usage{1000, 0, 0, 1000})
+	name := client.ObjectKey{Namespace: namespaces[0], Name: quotav1alpha1.EffectiveResourceGrantName(ledgerconv.ConsumerRef(acme), rt)}
+	var erg quotav1alpha1.EffectiveResourceGrant
+	testenv.Eventually(t, settle, "the effective grants show the limit", func() error {
+		got, err := effectiveGrants(acme, rt)
+		if err != nil {
+			return err
+		}
+		for _, ns := range namespaces {
+			if got[ns].Status.TotalLimit != 1000 {
+				return fmt.Errorf("effective grant in %s: totalLimit %d, want 1000", ns, got[ns].Status.TotalLimit)
+			}
+		}
+		return k8s.Get(ctx, name, &erg)
+	})
+
+	versions := map[string]bool{erg.ResourceVersion: true}
+	churned := make(chan error, 1)
+	go func() {
+		for i, end := int64(1), time.Now().Add(8*time.Second); time.Now().Before(end); i++ {
+			if _, err := obs.ledger.Observe(ctx, key, ledger.Observation{Allocated: i, Count: i, ByNamespace: map[string]int64{namespaces[0]: i}}); err != nil {
+				churned <- err
+				return
+			}
+		}
+		churned <- nil
+	}()
+	for {
+		select {
+		case err := <-churned:
+			if err != nil {
+				t.Fatal(err)
+			}
+			if writes := len(versions) - 1; writes > 2 {
+				t.Errorf("the effective grant was rewritten %d times while usage changed for 8s; want at most 2 (one per 5s refresh)", writes)
+			}
+			return
+		case <-time.After(10 * time.Millisecond):
+			if err := k8s.Get(ctx, name, &erg); err != nil {
+				t.Fatal(err)
+			}
+			versions[erg.ResourceVersion] = true
+		}
+	}
+}

@@ -24,9 +24,14 @@ type Options struct {
 	// Now is the clock expiry is judged by. Default time.Now.
 	Now func() time.Time
 	// EffectiveRefresh is the least time between two refreshes of a
-	// consumer's EffectiveResourceGrants caused by usage alone. Default 5s.
+	// consumer's EffectiveResourceGrants caused by usage alone. Default
+	// DefaultEffectiveRefresh.
 	EffectiveRefresh time.Duration
 }
+
+// DefaultEffectiveRefresh is Options.EffectiveRefresh's default, and the
+// manager's --effective-grant-refresh.
+const DefaultEffectiveRefresh = 5 * time.Second
 
 func (o *Options) defaults() {
 	if o.SystemNamespace == "" {
@@ -42,6 +47,6 @@ func (o *Options) defaults() {
 		o.Now = time.Now
 	}
 	if o.EffectiveRefresh <= 0 {
-		o.EffectiveRefresh = 5 * time.Second
+		o.EffectiveRefresh = DefaultEffectiveRefresh
 	}
 }

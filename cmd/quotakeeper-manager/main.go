@@ -112,7 +112,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.validatingConfiguration, "validating-webhook-configuration", "quotakeeper-validating-webhook-configuration", "ValidatingWebhookConfiguration whose CA bundle the rotator keeps.")
 	flag.StringVar(&f.mutatingConfiguration, "mutating-webhook-configuration", "quotakeeper-mutating-webhook-configuration", "MutatingWebhookConfiguration whose CA bundle the rotator keeps.")
 	flag.IntVar(&f.claimConcurrency, "claim-concurrency", 4, "Claims decided at once.")
-	flag.DurationVar(&f.effectiveRefresh, "effective-grant-refresh", 5*time.Second, "Longest a change of usage alone waits before a consumer's EffectiveResourceGrants show it (a change of limit shows at once), per 20 namespaces of the consumer: each refresh rewrites the effective grant in every one of them.")
+	flag.DurationVar(&f.effectiveRefresh, "effective-grant-refresh", controllers.DefaultEffectiveRefresh, "Longest a change of usage alone waits before a consumer's EffectiveResourceGrants show it (a change of limit shows at once), per 20 namespaces of the consumer: each refresh rewrites the effective grant in every one of them.")
 	flag.DurationVar(&f.observerResync, "observer-resync", 5*time.Minute, "How often the observer evaluates every object again, correcting whatever an event missed.")
 	flag.DurationVar(&f.observerWriteInterval, "observer-write-interval", 250*time.Millisecond, "Least time between two writes of one bucket's observed usage.")
 	flag.BoolVar(&f.objectClaims, "object-claims", true, "Write one ResourceClaim per counted object and consumer, labelled quota.miloapis.com/view=true, as a view of what it counts (deleting one frees nothing; the observer writes it again). Each costs two writes when its object is first counted.")

@@ -156,11 +156,31 @@ func TestEffectiveGrantsDoNotRefreshThemselves(t *testing.T) {
 		return k8s.Get(ctx, name, &erg)
 	})
 
+	// One refresh for usage first: by then every event of the setup (the
+	// effective grants' creation, the namespaces' labels) has been handled,
+	// and what follows is the refreshes' own doing.
+	observe := func(allocated int64) error {
+		_, err := obs.ledger.Observe(ctx, key, ledger.Observation{Allocated: allocated, Count: allocated, ByNamespace: map[string]int64{namespaces[0]: allocated}})
+		return err
+	}
+	if err := observe(1); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, settle, "the effective grant shows the first usage", func() error {
+		if err := k8s.Get(ctx, name, &erg); err != nil {
+			return err
+		}
+		if erg.Status.TotalAllocated != 1 {
+			return fmt.Errorf("totalAllocated %d, want 1", erg.Status.TotalAllocated)
+		}
+		return nil
+	})
+
 	versions := map[string]bool{erg.ResourceVersion: true}
 	churned := make(chan error, 1)
 	go func() {
-		for i, end := int64(1), time.Now().Add(8*time.Second); time.Now().Before(end); i++ {
-			if _, err := obs.ledger.Observe(ctx, key, ledger.Observation{Allocated: i, Count: i, ByNamespace: map[string]int64{namespaces[0]: i}}); err != nil {
+		for i, end := int64(2), time.Now().Add(8*time.Second); time.Now().Before(end); i++ {
+			if err := observe(i); err != nil {
 				churned <- err
 				return
 			}

@@ -387,8 +387,9 @@ func overflowText(t *testing.T) string {
 func TestEveryCallHaltsWithoutALedger(t *testing.T) {
 	builtins.Use(nil)
 	for call, input := range map[string]any{
-		"quota.reserve(input)": claim("c", pods(teamA, 1)),
-		"quota.usage(input)":   map[string]any{"consumer": map[string]any{"kind": "Namespace", "name": "team-a"}, "resourceType": "core/pods"},
+		"quota.reserve(input)":    claim("c", pods(teamA, 1)),
+		"quota.usage(input)":      map[string]any{"consumer": map[string]any{"kind": "Namespace", "name": "team-a"}, "resourceType": "core/pods"},
+		"quota.over_limit(input)": "core/pods",
 	} {
 		_, err := eval(t, call, input)
 		name := call[:len(call)-len("(input)")]
@@ -418,6 +419,36 @@ func TestStoreErrorsHalt(t *testing.T) {
 	assertEqual(t, "reserve", haltMessage(t, err), `quota.reserve: reserving claim "c1": etcd unavailable`)
 	_, err = eval(t, "quota.usage(input)", map[string]any{"consumer": map[string]any{"kind": "Namespace", "name": "team-a"}, "resourceType": "core/pods"})
 	assertEqual(t, "usage", haltMessage(t, err), "quota.usage: reading bucket "+bucket(teamA)+": etcd unavailable")
+	// A store that cannot tell says yes: audit then reads each bucket
+	// with quota.usage, which halts as above.
+	assertEqual(t, "over_limit", mustEval(t, "quota.over_limit(input)", "core/pods"), true)
+}
+
+func TestOverLimitSaysWhetherAnyBucketHoldsMoreThanItsLimit(t *testing.T) {
+	set := ledger.NewGrantSet()
+	setLimit := func(amount int64) {
+		t.Helper()
+		if err := set.Set(ledger.Grant{ID: "g", Consumer: teamA, ResourceType: "core/pods", Amount: amount}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLimit(3)
+	l := ledger.New(ledger.NewMemoryStore(), set)
+	builtins.Use(l)
+	t.Cleanup(func() { builtins.Use(nil) })
+
+	assertEqual(t, "no bucket", mustEval(t, "quota.over_limit(input)", "core/pods"), false)
+	mustEval(t, "quota.reserve(input)", claim("c1", pods(teamA, 3)))
+	assertEqual(t, "reserved 3 of 3", mustEval(t, "quota.over_limit(input)", "core/pods"), false)
+	setLimit(2)
+	if _, err := l.Refresh(context.Background(), ledger.NewBucketKey(teamA, "core/pods", nil)); err != nil {
+		t.Fatal(err)
+	}
+	assertEqual(t, "reserved 3 of a lowered 2", mustEval(t, "quota.over_limit(input)", "core/pods"), true)
+	assertEqual(t, "another resource type", mustEval(t, "quota.over_limit(input)", "core/services"), false)
+
+	_, err := eval(t, "quota.over_limit(input)", "")
+	assertEqual(t, "empty resource type", haltMessage(t, err), `quota.over_limit: resourceType must be a non-empty string, got ""`)
 }
 
 func TestQuantity(t *testing.T) {
@@ -474,7 +505,7 @@ func TestQuantityHaltsOnBadInput(t *testing.T) {
 
 func TestRegisterDeclaresEachBuiltinOnceNondeterministicWhereStateful(t *testing.T) {
 	builtins.Register() // again: must not declare twice
-	want := map[string]bool{builtins.ReserveName: true, builtins.UsageName: true, builtins.QuantityName: false}
+	want := map[string]bool{builtins.ReserveName: true, builtins.UsageName: true, builtins.OverLimitName: true, builtins.QuantityName: false}
 	seen := map[string]int{}
 	for _, b := range ast.Builtins {
 		if nd, ours := want[b.Name]; ours {
@@ -484,7 +515,7 @@ func TestRegisterDeclaresEachBuiltinOnceNondeterministicWhereStateful(t *testing
 			}
 		}
 	}
-	assertEqual(t, "declarations", seen, map[string]int{builtins.ReserveName: 1, builtins.UsageName: 1, builtins.QuantityName: 1})
+	assertEqual(t, "declarations", seen, map[string]int{builtins.ReserveName: 1, builtins.UsageName: 1, builtins.OverLimitName: 1, builtins.QuantityName: 1})
 }
 
 func TestCapabilitiesDeclareTheBuiltinsOnceAmongOPAs(t *testing.T) {

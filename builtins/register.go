@@ -16,9 +16,11 @@ import (
 
 // Names of the builtins, as Rego calls them.
 const (
-	ReserveName  = "quota.reserve"
-	UsageName    = "quota.usage"
-	QuantityName = "quota.quantity"
+	ReserveName = "quota.reserve"
+	UsageName   = "quota.usage"
+	// OverLimitName says whether any bucket of a resource type is over its limit.
+	OverLimitName = "quota.over_limit"
+	QuantityName  = "quota.quantity"
 	// DisplayName writes an amount in its resource type's display unit.
 	DisplayName = "quota.display"
 	// PolicyClaimName renders a ClaimCreationPolicy's claim for one object.
@@ -53,6 +55,16 @@ var (
 			types.Args(types.Named("query", anyObject).Description(
 				"{consumer: {apiGroup, kind, name, namespace}, resourceType, dimensions}")),
 			types.Named("usage", anyObject).Description("{bucket, limit, allocated, reserved, available, units, effectiveResourceGrant} (as in quota.reserve's requests)"),
+		),
+		Nondeterministic: true,
+	}
+	overLimitFunction = &rego.Function{
+		Name: OverLimitName,
+		Description: "Whether any bucket of the resource type holds more than its limit (allocated plus reserved), from an index: " +
+			"audit asks it before working out an object's buckets. True when the ledger cannot tell (so callers look at each bucket); halts when it is not ready.",
+		Decl: types.NewFunction(
+			types.Args(types.Named("resourceType", types.S).Description("a registered resource type, e.g. core/configmaps")),
+			types.Named("over", types.B).Description("false only when no bucket of the resource type is over its limit"),
 		),
 		Nondeterministic: true,
 	}
@@ -98,7 +110,7 @@ var (
 		// holds, which change; partial evaluation must not fold it.
 		Nondeterministic: true,
 	}
-	functions = []*rego.Function{reserveFunction, usageFunction, quantityFunction, displayFunction, policyClaimFunction}
+	functions = []*rego.Function{reserveFunction, usageFunction, overLimitFunction, quantityFunction, displayFunction, policyClaimFunction}
 )
 
 var registerOnce sync.Once
@@ -110,6 +122,7 @@ func Register() {
 	registerOnce.Do(func() {
 		rego.RegisterBuiltin1(reserveFunction, reserve)
 		rego.RegisterBuiltin1(usageFunction, usage)
+		rego.RegisterBuiltin1(overLimitFunction, overLimit)
 		rego.RegisterBuiltin2(quantityFunction, quantity)
 		rego.RegisterBuiltin2(displayFunction, display)
 		rego.RegisterBuiltin1(policyClaimFunction, policyClaim)

@@ -69,3 +69,27 @@ func decodeQuery(arg *ast.Term) (ledger.BucketKey, error) {
 	}
 	return ledger.NewBucketKey(c, resourceType, dims), nil
 }
+
+// overLimit implements quota.over_limit(resourceType). In an observation it
+// says yes: the observer never audits, and yes is always safe.
+func overLimit(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
+	rt, ok := arg.Value.(ast.String)
+	if !ok || rt == "" {
+		metrics.Halted(OverLimitName, metrics.CauseInvalidInput, false)
+		return nil, rego.NewHaltError(fmt.Errorf("resourceType must be a non-empty string, got %v", arg))
+	}
+	if recorderFrom(bctx) != nil {
+		return ast.BooleanTerm(true), nil
+	}
+	l, err := currentLedger()
+	if err != nil {
+		metrics.Halted(OverLimitName, metrics.CauseNotReady, false)
+		return nil, err
+	}
+	over, err := l.AnyOverLimit(bctx.Context, string(rt))
+	if err != nil {
+		// Audit then looks at each of the object's buckets: slower, never wrong.
+		return ast.BooleanTerm(true), nil
+	}
+	return ast.BooleanTerm(over), nil
+}

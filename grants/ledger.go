@@ -14,10 +14,11 @@ import (
 // NewLedger wires the ledger a manager's process decides with: a Mirror on
 // the manager's cache as the grant source, and a kubestore that writes (and
 // reads before writing) through a live client while Get and List come from
-// the cache. The live client matters: the store decides refusals on the
-// state it read, which must not be a lagging cache. The quotakeeper manager
-// and the Gatekeeper plugin build theirs the same way. Call before the
-// manager starts; decide nothing until the mirror HasSynced.
+// the cache, which indexes the buckets over their limit (audit asks it
+// first). The live client matters: the store decides refusals on the state
+// it read, which must not be a lagging cache. The quotakeeper manager and
+// the Gatekeeper plugin build theirs the same way. Call before the manager
+// starts; decide nothing until the mirror HasSynced.
 func NewLedger(mgr manager.Manager, systemNamespace string, opts ...ledger.Option) (*ledger.Ledger, *Mirror, error) {
 	m := NewMirror()
 	if err := m.Register(context.Background(), mgr.GetCache()); err != nil {
@@ -27,6 +28,9 @@ func NewLedger(mgr manager.Manager, systemNamespace string, opts ...ledger.Optio
 	if err != nil {
 		return nil, nil, fmt.Errorf("live client: %w", err)
 	}
-	store := kubestore.New(live, kubestore.Options{SystemNamespace: systemNamespace, Reader: mgr.GetClient()})
+	if err := kubestore.IndexOverLimit(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return nil, nil, fmt.Errorf("bucket index: %w", err)
+	}
+	store := kubestore.New(live, kubestore.Options{SystemNamespace: systemNamespace, Reader: mgr.GetClient(), OverLimitIndexed: true})
 	return ledger.New(store, m, opts...), m, nil
 }

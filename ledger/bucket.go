@@ -81,6 +81,18 @@ func (b Bucket) Usage() (Usage, error) {
 	return u, nil
 }
 
+// OverLimit reports whether the bucket holds more than its limit: allocated
+// plus reserved above it (a lowered limit, or reservations of objects that
+// were never counted). A sum that overflows is over.
+func (b Bucket) OverLimit() bool {
+	reserved, err := b.Reserved()
+	if err != nil {
+		return true
+	}
+	used, err := Add(b.Allocated, reserved)
+	return err != nil || used > b.Limit
+}
+
 // holds reports whether the claim already has a reservation here; such a
 // bucket counts as taken for that claim.
 func (b Bucket) holds(claimID string) bool {

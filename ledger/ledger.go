@@ -197,3 +197,14 @@ func (l *Ledger) Usage(ctx context.Context, key BucketKey) (Usage, error) {
 	}
 	return b.Usage()
 }
+
+// AnyOverLimit reports whether some bucket of the resource type is over its
+// limit. A store that cannot tell cheaply (no OverLimitFinder) answers yes,
+// so that callers look at each bucket themselves.
+func (l *Ledger) AnyOverLimit(ctx context.Context, resourceType string) (bool, error) {
+	f, ok := l.store.(OverLimitFinder)
+	if !ok {
+		return true, nil
+	}
+	return f.AnyOverLimit(ctx, resourceType)
+}

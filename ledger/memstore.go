@@ -70,3 +70,22 @@ func (s *MemoryStore) Get(ctx context.Context, key BucketKey) (Bucket, bool, err
 	}
 	return e.bucket.DeepCopy(), true, nil
 }
+
+// AnyOverLimit implements OverLimitFinder by looking at every bucket.
+func (s *MemoryStore) AnyOverLimit(ctx context.Context, resourceType string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	over := false
+	s.buckets.Range(func(k, v any) bool {
+		if k.(BucketKey).ResourceType != resourceType {
+			return true
+		}
+		e := v.(*memEntry)
+		e.mu.Lock()
+		over = e.exists && e.bucket.OverLimit()
+		e.mu.Unlock()
+		return !over
+	})
+	return over, nil
+}

@@ -122,3 +122,52 @@ func TestMemoryStoreApplyAtomic(t *testing.T) {
 		}
 	}
 }
+
+// AnyOverLimit: allocated plus reserved above the limit, per resource type;
+// a store that cannot tell makes the ledger answer yes.
+func TestAnyOverLimit(t *testing.T) {
+	ctx := context.Background()
+	s := ledger.NewMemoryStore()
+	over := func(rt string) bool {
+		t.Helper()
+		got, err := s.AnyOverLimit(ctx, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if over(rtProjects) {
+		t.Fatal("no buckets: over")
+	}
+	key := ledger.NewBucketKey(project("p"), rtProjects, nil)
+	set := func(limit, allocated, reserved int64) {
+		t.Helper()
+		if _, err := s.Apply(ctx, key, func(b *ledger.Bucket) error {
+			b.Limit, b.Allocated = limit, allocated
+			b.Reservations = map[string]ledger.Reservation{"r": {ClaimID: "r", Amount: reserved, ExpiresAt: t0}}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(5, 3, 2)
+	if over(rtProjects) {
+		t.Fatal("allocated 3 + reserved 2 of 5: over")
+	}
+	set(5, 3, 3)
+	if !over(rtProjects) {
+		t.Fatal("allocated 3 + reserved 3 of 5: not over")
+	}
+	if over(rtProjects + "-other") {
+		t.Fatal("another resource type: over")
+	}
+
+	withFinder, err := ledger.New(s, ledger.NewGrantSet()).AnyOverLimit(ctx, rtProjects+"-other")
+	if err != nil || withFinder {
+		t.Fatalf("ledger over a memory store: %v, %v", withFinder, err)
+	}
+	blind := ledger.New(struct{ ledger.Store }{s}, ledger.NewGrantSet())
+	if got, err := blind.AnyOverLimit(ctx, rtProjects+"-other"); err != nil || !got {
+		t.Fatalf("ledger over a store without OverLimitFinder: %v, %v (want true)", got, err)
+	}
+}

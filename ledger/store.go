@@ -29,3 +29,12 @@ type Store interface {
 // waiting (its context ended) while its mutation was being written: it may
 // or may not have been persisted.
 var ErrOutcomeUnknown = errors.New("outcome unknown: the caller stopped waiting while the write was in flight")
+
+// OverLimitFinder is a Store that can say cheaply whether any of its buckets
+// of a resource type is over its limit (Bucket.OverLimit). Gatekeeper's
+// audit reviews every object; it asks this first, so that a cluster with no
+// bucket over its limit does not work out every object's buckets only to
+// find each one within it.
+type OverLimitFinder interface {
+	AnyOverLimit(ctx context.Context, resourceType string) (bool, error)
+}

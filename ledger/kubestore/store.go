@@ -48,6 +48,9 @@ type Options struct {
 	// read; Apply always reads through the Client it was given,
 	// because deciding on a stale bucket would only produce a conflict.
 	Reader client.Reader
+	// OverLimitIndexed says Reader has OverLimitIndex (IndexOverLimit), so
+	// AnyOverLimit can answer from it.
+	OverLimitIndexed bool
 	// MaxBatch bounds the mutations one status write carries; 1 turns group
 	// commit off (one write per mutation), which benchmarks use as baseline.
 	MaxBatch int

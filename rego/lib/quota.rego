@@ -455,7 +455,18 @@ denied_message(n, resource_type, u) := sprintf(
 
 audit_violations := {config_violation(m) | some m in config_errors} if {
 	count(config_errors) > 0
+} else := set() if {
+	# Audit reviews every object: when no bucket of the constraint's
+	# resource types is over its limit (an index lookup), resolving this
+	# object's consumers could only find each within it.
+	not any_over_limit
 } else := requests_audit_violations([request(s, 0) | some s in scopes])
+
+any_over_limit if {
+	some e in consumer_entries
+	is_object(e)
+	quota.over_limit(resource_type(e))
+}
 
 # A lowered limit never revokes what is held, so a bucket can sit above its
 # limit; audit is where that becomes visible.

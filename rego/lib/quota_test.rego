@@ -291,6 +291,7 @@ v_refused_over(i) := vs if {
 	vs := quotalib.violations(1, 1) with input as i
 		with quota.reserve as refused
 		with quota.usage as over
+		with quota.over_limit as true
 }
 
 v_granted_roomy(i) := vs if {
@@ -338,6 +339,37 @@ test_audit_never_reserves if {
 
 test_audit_reports_consumers_over_their_limit if {
 	{v.msg | some v in v_refused_over(inp(audit(pod("team-a", "p1", "uid-1")), pods))} == {"Namespace team-a is over its quota of core/pods: allocated 4, reserved 1, limit 3"}
+}
+
+# quota.over_limit false (no bucket of the resource type over its limit, from
+# the index) ends audit before any bucket is read: quota.usage, which would
+# say over, is never asked.
+test_audit_asks_usage_only_when_some_bucket_is_over if {
+	vs := quotalib.violations(1, 1) with input as inp(audit(pod("team-a", "p1", "uid-1")), pods)
+		with quota.usage as over
+		with quota.over_limit as false
+	count(vs) == 0
+}
+
+# It is asked of each consumer's resource type; one over is enough for the
+# object's buckets to be read.
+test_audit_asks_over_limit_of_each_resource_type if {
+	params := {"consumers": [{"kind": "Namespace", "resourceType": "core/pods"}, {"kind": "Namespace", "resourceType": "core/services"}]}
+	{v.msg | some v in quotalib.violations(1, 1)} == {
+		"Namespace team-a is over its quota of core/pods: allocated 4, reserved 1, limit 3",
+		"Namespace team-a is over its quota of core/services: allocated 4, reserved 1, limit 3",
+	} with input as inp(audit(pod("team-a", "p1", "uid-1")), params)
+		with quota.usage as over
+		with quota.over_limit as services_over
+}
+
+services_over(resource_type) if resource_type == "core/services"
+
+# Configuration errors are reported whatever the buckets say.
+test_audit_reports_configuration_errors_with_no_bucket_over if {
+	vs := quotalib.violations(1, 1) with input as inp(audit(pod("team-a", "p1", "uid-1")), {"consumers": []})
+		with quota.over_limit as false
+	{v.msg | some v in vs} == {"quota: parameters.consumers: must not be empty"}
 }
 
 # ---------------------------------------------------------------------------

@@ -239,6 +239,12 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 		r.fanout.Store(p, len(targets))
 	}
 	var errs []error
+	stale := false
+	write := func(e *quotav1alpha1.EffectiveResourceGrant) {
+		conflict, err := r.writeStatus(ctx, e, status)
+		stale = stale || conflict
+		errs = append(errs, err)
+	}
 	for i := range existing.Items {
 		e := &existing.Items[i]
 		if !targets[e.Namespace] {
@@ -246,7 +252,7 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 			continue
 		}
 		delete(targets, e.Namespace)
-		errs = append(errs, r.writeStatus(ctx, e, status))
+		write(e)
 	}
 	for _, ns := range slices.Sorted(maps.Keys(targets)) {
 		e := &quotav1alpha1.EffectiveResourceGrant{}
@@ -258,10 +264,23 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 			}
 			continue
 		}
-		errs = append(errs, r.writeStatus(ctx, e, status))
+		write(e)
 	}
-	return reconcile.Result{}, errors.Join(errs...)
+	var result reconcile.Result
+	if stale {
+		result.RequeueAfter = staleCacheRecheck
+	}
+	return result, errors.Join(errs...)
 }
+
+// staleCacheRecheck is how soon a pair whose effective grant write
+// conflicted is refreshed again. The conflict says the cache held an older
+// effective grant (this controller's own last write, not yet seen); the
+// event that brings the cache up to date is a status change, which this
+// controller does not watch, so unlike ignoreConflict's other callers it
+// must ask again itself, or the grant keeps the older numbers until the
+// buckets next change (a load run once waited on a limit of 0 for minutes).
+const staleCacheRecheck = 100 * time.Millisecond
 
 // namespacesOf lists the live namespaces that belong to consumer c.
 func (r *effectiveReconciler) namespacesOf(ctx context.Context, c quotav1alpha1.ConsumerRef) (map[string]bool, error) {
@@ -301,12 +320,18 @@ func namespaceConsumerName(c quotav1alpha1.ConsumerRef) string {
 	return ""
 }
 
-func (r *effectiveReconciler) writeStatus(ctx context.Context, e *quotav1alpha1.EffectiveResourceGrant, st quotav1alpha1.EffectiveResourceGrantStatus) error {
+// writeStatus writes st unless e already shows it; conflict reports a
+// write that lost to a newer version of e (Reconcile asks again).
+func (r *effectiveReconciler) writeStatus(ctx context.Context, e *quotav1alpha1.EffectiveResourceGrant, st quotav1alpha1.EffectiveResourceGrantStatus) (conflict bool, err error) {
 	if apiequality.Semantic.DeepEqual(e.Status, st) {
-		return nil
+		return false, nil
 	}
 	e.Status = st
-	return ignoreConflict(client.IgnoreNotFound(r.client.Status().Update(ctx, e)))
+	err = r.client.Status().Update(ctx, e)
+	if apierrors.IsConflict(err) {
+		return true, nil
+	}
+	return false, client.IgnoreNotFound(err)
 }
 
 // summarize totals buckets, and writes the totals in units (nil: unknown,

@@ -1,17 +1,21 @@
 package controllers_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/controllers"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
@@ -204,4 +208,93 @@ func TestEffectiveGrantsDoNotRefreshThemselves(t *testing.T) {
 			versions[erg.ResourceVersion] = true
 		}
 	}
+}
+
+// An effective grant whose status write conflicts (the cache held an older
+// version: the controller's own last write, not yet seen) is refreshed again
+// at once. Its status changes are not watched, so nothing else would bring
+// it back: it kept a limit of 0 for minutes in a load run.
+func TestEffectiveGrantWriteConflictRefreshesAgain(t *testing.T) {
+	needEnv(t)
+	const rt = "tconflict.example.com/cpu"
+	acme := orgConsumer("acme-tconflict")
+	newRegistration(t, "tconflict-cpu", rt, organizationType)
+	newNamespace(t, "tconflict", tenantOf("acme-tconflict"))
+	newGrant(t, "tconflict", acme, quotav1alpha1.Allowance{ResourceType: rt, Buckets: []quotav1alpha1.GrantBucket{{Amount: 1000}}})
+	name := client.ObjectKey{Namespace: "tconflict", Name: quotav1alpha1.EffectiveResourceGrantName(ledgerconv.ConsumerRef(acme), rt)}
+	var erg quotav1alpha1.EffectiveResourceGrant
+	testenv.Eventually(t, settle, "the effective grant shows the limit", func() error {
+		if err := k8s.Get(ctx, name, &erg); err != nil {
+			return err
+		}
+		if erg.Status.TotalLimit != 1000 {
+			return fmt.Errorf("totalLimit %d", erg.Status.TotalLimit)
+		}
+		return nil
+	})
+	// A wrong status the manager does not see (it does not watch status).
+	erg.Status.TotalLimit = 7
+	if err := k8s.Status().Update(ctx, &erg); err != nil {
+		t.Fatal(err)
+	}
+
+	testenv.Eventually(t, settle, "the manager's cache holds the wrong status", func() error {
+		var cached quotav1alpha1.EffectiveResourceGrant
+		if err := mgr.client.Get(ctx, name, &cached); err != nil {
+			return err
+		}
+		if cached.Status.TotalLimit != 7 {
+			return fmt.Errorf("totalLimit %d", cached.Status.TotalLimit)
+		}
+		return nil
+	})
+	// The manager's own cached client, whose first effective grant status
+	// write conflicts.
+	c := conflictOnce{Client: mgr.client, left: new(int)}
+	*c.left = 1
+	totalLimit := func() int64 {
+		t.Helper()
+		if err := k8s.Get(ctx, name, &erg); err != nil {
+			t.Fatal(err)
+		}
+		return erg.Status.TotalLimit
+	}
+	res, err := controllers.ReconcileEffective(ctx, c, acme, rt)
+	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > time.Second {
+		t.Fatalf("after a conflict: result %+v, error %v; want asked again within a second", res, err)
+	}
+	if got := totalLimit(); got != 7 {
+		t.Fatalf("the conflicted write landed: totalLimit %d", got)
+	}
+	res, err = controllers.ReconcileEffective(ctx, c, acme, rt)
+	if err != nil || res.RequeueAfter != 0 {
+		t.Fatalf("again: result %+v, error %v", res, err)
+	}
+	if got := totalLimit(); got != 1000 {
+		t.Fatalf("after the refresh asked for: totalLimit %d, want 1000", got)
+	}
+}
+
+// conflictOnce is a client whose next *left effective grant status writes
+// fail with a conflict, as a write from a stale cache does.
+type conflictOnce struct {
+	client.Client
+	left *int
+}
+
+func (c conflictOnce) Status() client.SubResourceWriter {
+	return conflictWriter{c.Client.Status(), c.left}
+}
+
+type conflictWriter struct {
+	client.SubResourceWriter
+	left *int
+}
+
+func (w conflictWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+	if _, ok := obj.(*quotav1alpha1.EffectiveResourceGrant); ok && *w.left > 0 {
+		*w.left--
+		return apierrors.NewConflict(schema.GroupResource{Group: quotav1alpha1.GroupVersion.Group, Resource: "effectiveresourcegrants"}, obj.GetName(), errors.New("the object has been modified"))
+	}
+	return w.SubResourceWriter.Update(ctx, obj, opts...)
 }

@@ -1,4 +1,20 @@
 package controllers
 
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/quotakeeper/quotakeeper/ledger"
+)
+
 // LedgerClaim exposes ledgerClaim to the external tests.
 var LedgerClaim = ledgerClaim
+
+// ReconcileEffective runs one refresh of the effective grants of a consumer
+// and resource type with c as the controller's client.
+func ReconcileEffective(ctx context.Context, c client.Client, consumer ledger.Consumer, resourceType string) (reconcile.Result, error) {
+	r := &effectiveReconciler{client: c, refresh: DefaultEffectiveRefresh}
+	return r.Reconcile(ctx, pair{consumer, resourceType})
+}

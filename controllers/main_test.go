@@ -131,6 +131,8 @@ func needEnv(t *testing.T) {
 type managerRun struct {
 	cancel context.CancelFunc
 	done   chan error
+	// client is the manager's own (cached, indexed) client.
+	client client.Client
 }
 
 // The manager and the observer stand-in act as service accounts of their
@@ -173,7 +175,7 @@ func startManager() (*managerRun, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	run := &managerRun{cancel: cancel, done: make(chan error, 1)}
+	run := &managerRun{cancel: cancel, done: make(chan error, 1), client: m.GetClient()}
 	go func() { run.done <- m.Start(ctx) }()
 	select {
 	case <-m.Elected():

@@ -266,21 +266,21 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 		}
 		write(e)
 	}
+	// A conflict says the cache held an older effective grant (this
+	// controller's own last write, not yet seen). The event that brings the
+	// cache up to date is a status change, which this controller does not
+	// watch, so unlike ignoreConflict's other callers it asks again itself,
+	// or the grant keeps the older numbers until the buckets next change (a
+	// load run once waited minutes on a limit of 0). It asks after the
+	// refresh interval, not at once: under load the cache lags, and a quick
+	// retry would write the stale grants again and conflict again, the very
+	// loop the spacing exists to prevent.
 	var result reconcile.Result
 	if stale {
-		result.RequeueAfter = staleCacheRecheck
+		result.RequeueAfter = r.refresh
 	}
 	return result, errors.Join(errs...)
 }
-
-// staleCacheRecheck is how soon a pair whose effective grant write
-// conflicted is refreshed again. The conflict says the cache held an older
-// effective grant (this controller's own last write, not yet seen); the
-// event that brings the cache up to date is a status change, which this
-// controller does not watch, so unlike ignoreConflict's other callers it
-// must ask again itself, or the grant keeps the older numbers until the
-// buckets next change (a load run once waited on a limit of 0 for minutes).
-const staleCacheRecheck = 100 * time.Millisecond
 
 // namespacesOf lists the live namespaces that belong to consumer c.
 func (r *effectiveReconciler) namespacesOf(ctx context.Context, c quotav1alpha1.ConsumerRef) (map[string]bool, error) {

@@ -36,13 +36,74 @@ type Tally struct {
 	objects map[string]Object
 	// seen is the evaluated generation of every object by uid.
 	seen map[string]int64
-	// buckets: bucket -> uid -> the object's part.
-	buckets map[ledger.BucketKey]map[string]member
+	// buckets: what each bucket counts.
+	buckets map[ledger.BucketKey]*bucketTally
+}
+
+// bucketTally is one bucket's members and the figures Observation hands
+// out, kept as members come and go: a write copies them (maps.Clone copies
+// a map's table whole) instead of summing and hashing every member again,
+// which at 22,000 counted objects was 12 ms of CPU per write.
+type bucketTally struct {
+	members map[string]member // uid -> the object's part
+	// counted is uid -> generation: Observation.Counted.
+	counted     map[string]int64
+	byNamespace map[string]int64
+	allocated   int64
+	// overflowed: allocated stopped being the sum (it would not fit an
+	// int64); Observation then sums again, and fails while it does not fit.
+	overflowed bool
+}
+
+func newBucketTally() *bucketTally {
+	return &bucketTally{members: map[string]member{}, counted: map[string]int64{}, byNamespace: map[string]int64{}}
+}
+
+func (b *bucketTally) put(uid string, m member) {
+	if old, ok := b.members[uid]; ok {
+		b.remove(uid, old)
+	}
+	b.members[uid], b.counted[uid] = m, m.generation
+	sum, err := ledger.Add(b.allocated, m.amount)
+	if err != nil {
+		b.overflowed = true
+		return
+	}
+	// Never overflows when the total did not: every part is positive.
+	b.allocated = sum
+	b.byNamespace[m.namespace] += m.amount
+}
+
+func (b *bucketTally) remove(uid string, m member) {
+	delete(b.members, uid)
+	delete(b.counted, uid)
+	if b.overflowed {
+		return
+	}
+	b.allocated -= m.amount
+	if b.byNamespace[m.namespace] -= m.amount; b.byNamespace[m.namespace] == 0 {
+		delete(b.byNamespace, m.namespace) // every part is positive: none left
+	}
+}
+
+// resum recomputes the figures from the members after an overflow.
+func (b *bucketTally) resum() error {
+	var allocated int64
+	byNamespace := map[string]int64{}
+	for _, m := range b.members {
+		var err error
+		if allocated, err = ledger.Add(allocated, m.amount); err != nil {
+			return err
+		}
+		byNamespace[m.namespace] += m.amount
+	}
+	b.allocated, b.byNamespace, b.overflowed = allocated, byNamespace, false
+	return nil
 }
 
 // NewTally returns an empty tally.
 func NewTally() *Tally {
-	return &Tally{objects: map[string]Object{}, seen: map[string]int64{}, buckets: map[ledger.BucketKey]map[string]member{}}
+	return &Tally{objects: map[string]Object{}, seen: map[string]int64{}, buckets: map[ledger.BucketKey]*bucketTally{}}
 }
 
 // Set records what the object under ref counts now, replacing what it
@@ -60,13 +121,13 @@ func (t *Tally) Set(ref string, o Object) []ledger.BucketKey {
 			continue
 		}
 		m := member{generation: o.Generation, namespace: o.Namespace, amount: amount}
-		members := t.buckets[key]
-		if members == nil {
-			members = map[string]member{}
-			t.buckets[key] = members
+		b := t.buckets[key]
+		if b == nil {
+			b = newBucketTally()
+			t.buckets[key] = b
 		}
-		if have, ok := members[o.UID]; !ok || have != m {
-			members[o.UID] = m
+		if have, ok := b.members[o.UID]; !ok || have != m {
+			b.put(o.UID, m)
 			changed[key] = true
 		}
 	}
@@ -94,13 +155,17 @@ func (t *Tally) drop(old, next Object, changed map[ledger.BucketKey]bool) {
 		if next.UID == old.UID && next.Amounts[key] > 0 {
 			continue // Set overwrites it
 		}
-		members := t.buckets[key]
-		if _, ok := members[old.UID]; !ok {
+		b := t.buckets[key]
+		if b == nil {
 			continue
 		}
-		delete(members, old.UID)
+		m, ok := b.members[old.UID]
+		if !ok {
+			continue
+		}
+		b.remove(old.UID, m)
 		changed[key] = true
-		if len(members) == 0 {
+		if len(b.members) == 0 {
 			delete(t.buckets, key)
 		}
 	}
@@ -116,8 +181,12 @@ func (t *Tally) Buckets() []ledger.BucketKey {
 
 // Counted reports at which generation the object uid is counted in key.
 func (t *Tally) Counted(key ledger.BucketKey, uid string) (generation int64, ok bool) {
-	m, ok := t.buckets[key][uid]
-	return m.generation, ok
+	b := t.buckets[key]
+	if b == nil {
+		return 0, false
+	}
+	g, ok := b.counted[uid]
+	return g, ok
 }
 
 // Seen reports at which generation the object uid was last evaluated.
@@ -127,28 +196,24 @@ func (t *Tally) Seen(uid string) (generation int64, ok bool) {
 }
 
 // Observation returns the bucket's figures (Fold and Expire left empty), with
-// checked sums, and the objects they count (Counted).
+// checked sums, and the objects they count (Counted): copies, which the
+// caller may keep while the tally changes.
 func (t *Tally) Observation(key ledger.BucketKey) (ledger.Observation, error) {
-	members := t.buckets[key]
-	obs := ledger.Observation{Count: int64(len(members))}
-	if len(members) == 0 {
-		return obs, nil
+	b := t.buckets[key]
+	if b == nil {
+		return ledger.Observation{}, nil
 	}
-	obs.ByNamespace = map[string]int64{}
-	obs.Counted = make(map[string]int64, len(members))
-	// In any order: every amount is positive, so the sums and their
-	// overflow check do not depend on it, and sorting 100,000 uids on every
-	// write was a tenth of the manager's CPU while it counted them.
-	for uid, m := range members {
-		obs.Counted[uid] = m.generation
-		var err error
-		if obs.Allocated, err = ledger.Add(obs.Allocated, m.amount); err != nil {
+	if b.overflowed {
+		if err := b.resum(); err != nil {
 			return ledger.Observation{}, fmt.Errorf("bucket %s: %w", key.Name(), err)
 		}
-		// Never overflows when the total did not: every part is positive.
-		obs.ByNamespace[m.namespace] += m.amount
 	}
-	return obs, nil
+	return ledger.Observation{
+		Count:       int64(len(b.members)),
+		Allocated:   b.allocated,
+		ByNamespace: maps.Clone(b.byNamespace),
+		Counted:     maps.Clone(b.counted),
+	}, nil
 }
 
 func sortedKeys(set map[ledger.BucketKey]bool) []ledger.BucketKey {

@@ -1,6 +1,9 @@
 package observer
 
 import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
@@ -144,6 +147,58 @@ func TestTallyRefusesAnOverflowingSum(t *testing.T) {
 	tl.Set("b", obj("u2", 0, "team-a", map[ledger.BucketKey]int64{teamA: 1}))
 	if _, err := tl.Observation(teamA); err == nil {
 		t.Fatal("no error for a sum beyond int64")
+	}
+	// Once the object that overflowed it goes, the sum is exact again.
+	tl.Remove("b")
+	want := ledger.Observation{Allocated: 1<<63 - 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1<<63 - 1}, Counted: map[string]int64{"u1": 0}}
+	if diff := cmp.Diff(want, observation(t, tl, teamA)); diff != "" {
+		t.Errorf("after the removal (-want +got):\n%s", diff)
+	}
+}
+
+// The figures kept as objects come, change, move and go equal a recount of
+// the members, and an Observation is a copy the tally's changes leave alone.
+func TestTallyFiguresFollowEveryChange(t *testing.T) {
+	tl := NewTally()
+	rng := rand.New(rand.NewPCG(1, 2))
+	namespaces := []string{"team-a", "team-b", ""}
+	var held, heldCopy ledger.Observation
+	for i := range 5000 {
+		ref := fmt.Sprint("o", rng.IntN(200))
+		if rng.IntN(4) == 0 {
+			tl.Remove(ref)
+		} else {
+			amounts := map[ledger.BucketKey]int64{}
+			if rng.IntN(3) > 0 {
+				amounts[acme] = 1 + rng.Int64N(5)
+			}
+			tl.Set(ref, obj("uid-"+ref, int64(i), namespaces[rng.IntN(3)], amounts))
+		}
+		got := observation(t, tl, acme)
+		var want ledger.Observation
+		for _, r := range tl.Refs() {
+			o := tl.objects[r]
+			if a := o.Amounts[acme]; a > 0 {
+				if want.ByNamespace == nil {
+					want.ByNamespace, want.Counted = map[string]int64{}, map[string]int64{}
+				}
+				want.Allocated += a
+				want.Count++
+				want.ByNamespace[o.Namespace] += a
+				want.Counted[o.UID] = o.Generation
+			}
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("after change %d (-recount +kept):\n%s", i, diff)
+		}
+		if i == 100 {
+			held = got
+			heldCopy = got
+			heldCopy.ByNamespace, heldCopy.Counted = maps.Clone(got.ByNamespace), maps.Clone(got.Counted)
+		}
+	}
+	if diff := cmp.Diff(heldCopy, held); diff != "" {
+		t.Fatalf("an observation taken earlier changed under its holder (-then +now):\n%s", diff)
 	}
 }
 

@@ -457,8 +457,8 @@ audit_violations := {config_violation(m) | some m in config_errors} if {
 	count(config_errors) > 0
 } else := set() if {
 	# Audit reviews every object: when no bucket of the constraint's
-	# resource types is over its limit (an index lookup), resolving this
-	# object's consumers could only find each within it.
+	# resource types is over its limit (an index lookup), reading this
+	# object's buckets could only find each within it.
 	not any_over_limit
 } else := requests_audit_violations([request(s, 0) | some s in scopes])
 

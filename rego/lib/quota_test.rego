@@ -1,7 +1,8 @@
 # Tests of lib.quota. Run with `quotactl opa test --quota
 # rego/testdata/quota.yaml rego/`: quota.quantity and the test_real_* tests
 # use the real builtins; every other test replaces quota.reserve and
-# quota.usage with mocks, so each asserts exactly what the library asked.
+# quota.usage (and quota.over_limit, where audit depends on it) with mocks,
+# so each asserts exactly what the library asked.
 package lib.quota_test
 
 import data.lib.quota as quotalib
@@ -358,7 +359,8 @@ test_audit_asks_over_limit_of_each_resource_type if {
 	{v.msg | some v in quotalib.violations(1, 1)} == {
 		"Namespace team-a is over its quota of core/pods: allocated 4, reserved 1, limit 3",
 		"Namespace team-a is over its quota of core/services: allocated 4, reserved 1, limit 3",
-	} with input as inp(audit(pod("team-a", "p1", "uid-1")), params)
+	}
+		with input as inp(audit(pod("team-a", "p1", "uid-1")), params)
 		with quota.usage as over
 		with quota.over_limit as services_over
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/quotakeeper/quotakeeper/test/testenv"
@@ -172,6 +173,7 @@ func TestChartValues(t *testing.T) {
 		"--set", "gatekeeper.namespace=policy,manager.replicas=1,manager.leaderElection=false,reservationTTL=90s,plugin.deadline=5s",
 		"--set", "manager.consumerLabelGroups={platform,system:masters},manager.bypassGroups={sre}",
 		"--set", "manager.certRotation=false,manager.extraArgs={--claim-concurrency=8}",
+		"--set", "manager.extraEnv[0].name=AUTOMEMLIMIT,manager.extraEnv[0].value=0.8",
 		"--set", "manager.image.repository=registry.example/qk,manager.image.tag=v9")
 	if err != nil {
 		t.Fatal(err)
@@ -189,6 +191,8 @@ func TestChartValues(t *testing.T) {
 		"--bypass-groups=sre",
 		"--claim-concurrency=8",
 	)
+	requireManagerEnv(t, r)
+	requireManagerEnv(t, other, corev1.EnvVar{Name: "AUTOMEMLIMIT", Value: "0.8"})
 	if _, err := other.Object("PodDisruptionBudget", "quotakeeper-manager"); err == nil {
 		t.Error("a PodDisruptionBudget for one replica: it would block every drain")
 	}
@@ -248,5 +252,18 @@ func requireSettings(t *testing.T, r Rendered, namespace, want string) {
 	}
 	if got, _, _ := unstructured.NestedString(cm.Object, "data", "settings.yaml"); got != want {
 		t.Errorf("settings.yaml %q, want %q", got, want)
+	}
+}
+
+// requireManagerEnv checks the manager container's environment: only what
+// manager.extraEnv adds.
+func requireManagerEnv(t *testing.T, r Rendered, want ...corev1.EnvVar) {
+	t.Helper()
+	d, err := r.managerDeployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Spec.Template.Spec.Containers[0].Env; !reflect.DeepEqual(got, want) {
+		t.Errorf("manager container env %v, want %v", got, want)
 	}
 }

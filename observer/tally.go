@@ -27,13 +27,23 @@ type member struct {
 	amount     int64
 }
 
+// tracked is what the tally keeps of an evaluated object: enough to take
+// its parts out of its buckets again. Not its Amounts: a Go map of one
+// entry allocates a whole group of eight slots (about 700 bytes with a
+// BucketKey), and the tally keeps one of these per counted object.
+type tracked struct {
+	uid        string
+	generation int64
+	buckets    []ledger.BucketKey // where it is a member
+}
+
 // Tally holds every evaluated object and, per bucket, the objects it
 // counts. It is the observer's whole state about usage; the ledger's
 // figures are derived from it (Observation). Not safe for concurrent use.
 type Tally struct {
 	// objects by a key naming the object (kind, namespace, name), so that a
 	// delete, which may come without the object, finds what it counted.
-	objects map[string]Object
+	objects map[string]tracked
 	// seen is the evaluated generation of every object by uid.
 	seen map[string]int64
 	// buckets: what each bucket counts.
@@ -103,7 +113,7 @@ func (b *bucketTally) resum() error {
 
 // NewTally returns an empty tally.
 func NewTally() *Tally {
-	return &Tally{objects: map[string]Object{}, seen: map[string]int64{}, buckets: map[ledger.BucketKey]*bucketTally{}}
+	return &Tally{objects: map[string]tracked{}, seen: map[string]int64{}, buckets: map[ledger.BucketKey]*bucketTally{}}
 }
 
 // Set records what the object under ref counts now, replacing what it
@@ -114,12 +124,13 @@ func (t *Tally) Set(ref string, o Object) []ledger.BucketKey {
 	if had {
 		t.drop(old, o, changed)
 	}
-	t.objects[ref] = o
 	t.seen[o.UID] = o.Generation
+	now := tracked{uid: o.UID, generation: o.Generation}
 	for key, amount := range o.Amounts {
 		if amount <= 0 {
 			continue
 		}
+		now.buckets = append(now.buckets, key)
 		m := member{generation: o.Generation, namespace: o.Namespace, amount: amount}
 		b := t.buckets[key]
 		if b == nil {
@@ -131,6 +142,7 @@ func (t *Tally) Set(ref string, o Object) []ledger.BucketKey {
 			changed[key] = true
 		}
 	}
+	t.objects[ref] = now
 	return sortedKeys(changed)
 }
 
@@ -143,27 +155,27 @@ func (t *Tally) Remove(ref string) []ledger.BucketKey {
 	changed := map[ledger.BucketKey]bool{}
 	t.drop(old, Object{}, changed)
 	delete(t.objects, ref)
-	if t.seen[old.UID] == old.Generation {
-		delete(t.seen, old.UID)
+	if t.seen[old.uid] == old.generation {
+		delete(t.seen, old.uid)
 	}
 	return sortedKeys(changed)
 }
 
 // drop removes old's parts from the buckets next no longer counts it in.
-func (t *Tally) drop(old, next Object, changed map[ledger.BucketKey]bool) {
-	for key := range old.Amounts {
-		if next.UID == old.UID && next.Amounts[key] > 0 {
+func (t *Tally) drop(old tracked, next Object, changed map[ledger.BucketKey]bool) {
+	for _, key := range old.buckets {
+		if next.UID == old.uid && next.Amounts[key] > 0 {
 			continue // Set overwrites it
 		}
 		b := t.buckets[key]
 		if b == nil {
 			continue
 		}
-		m, ok := b.members[old.UID]
+		m, ok := b.members[old.uid]
 		if !ok {
 			continue
 		}
-		b.remove(old.UID, m)
+		b.remove(old.uid, m)
 		changed[key] = true
 		if len(b.members) == 0 {
 			delete(t.buckets, key)

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -163,21 +164,26 @@ func TestTallyFiguresFollowEveryChange(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	namespaces := []string{"team-a", "team-b", ""}
 	var held, heldCopy ledger.Observation
+	live := map[string]Object{} // what was set last under each ref: the recount's input
 	for i := range 5000 {
 		ref := fmt.Sprint("o", rng.IntN(200))
 		if rng.IntN(4) == 0 {
 			tl.Remove(ref)
+			delete(live, ref)
 		} else {
 			amounts := map[ledger.BucketKey]int64{}
 			if rng.IntN(3) > 0 {
 				amounts[acme] = 1 + rng.Int64N(5)
 			}
-			tl.Set(ref, obj("uid-"+ref, int64(i), namespaces[rng.IntN(3)], amounts))
+			live[ref] = obj("uid-"+ref, int64(i), namespaces[rng.IntN(3)], amounts)
+			tl.Set(ref, live[ref])
 		}
 		got := observation(t, tl, acme)
 		var want ledger.Observation
-		for _, r := range tl.Refs() {
-			o := tl.objects[r]
+		if diff := cmp.Diff(slices.Sorted(maps.Keys(live)), tl.Refs(), cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("after change %d, refs (-set +held):\n%s", i, diff)
+		}
+		for _, o := range live {
 			if a := o.Amounts[acme]; a > 0 {
 				if want.ByNamespace == nil {
 					want.ByNamespace, want.Counted = map[string]int64{}, map[string]int64{}

@@ -2,11 +2,13 @@ package observer
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
@@ -182,5 +184,61 @@ func TestViewStatusIsGrantedObservedFromEachBucket(t *testing.T) {
 	}
 	if !quotav1alpha1.IsTrue(first.Conditions, quotav1alpha1.ConditionGranted, v.Generation) {
 		t.Error("Granted is not True for the view's generation")
+	}
+}
+
+// The view set answers which object's view a name shows (the first by
+// ref), who else wants it, and which names a change touched: only those
+// whose wanted view changed.
+func TestViewSetWantersOfOneName(t *testing.T) {
+	s := newViewSet()
+	name := types.NamespacedName{Namespace: "team-a", Name: "web"}
+	other := types.NamespacedName{Namespace: "team-a", Name: "db"}
+	claim := func(n types.NamespacedName, amount int64) desiredView {
+		return desiredView{claim: view(n.Namespace, n.Name, viewOnly, nil, webRef, teamARef,
+			quotav1alpha1.ResourceRequest{ResourceType: "example.com/configmaps", Amount: amount})}
+	}
+	changes := func(ref string, views ...desiredView) []types.NamespacedName {
+		t.Helper()
+		got := s.set(ref, views)
+		slices.SortFunc(got, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+		return got
+	}
+	wants := func(n types.NamespacedName, amount int64, others ...string) {
+		t.Helper()
+		v, gotOthers, ok := s.get(n)
+		if !ok {
+			t.Fatalf("%s: wanted by nobody, want amount %d", n, amount)
+		}
+		if got := v.claim.Spec.Requests[0].Amount; got != amount {
+			t.Errorf("%s: amount %d, want %d", n, got, amount)
+		}
+		if diff := cmp.Diff(others, gotOthers); diff != "" {
+			t.Errorf("%s: other wanters (-want +got):\n%s", n, diff)
+		}
+	}
+	if diff := cmp.Diff([]types.NamespacedName{name}, changes("b", claim(name, 2))); diff != "" {
+		t.Errorf("first want (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]types.NamespacedName{name}, changes("a", claim(name, 1))); diff != "" {
+		t.Errorf("second object, same name (-want +got):\n%s", diff)
+	}
+	wants(name, 1, "b")
+	if got := changes("a", claim(name, 1)); len(got) != 0 {
+		t.Errorf("the same view again changed %v", got)
+	}
+	if diff := cmp.Diff([]types.NamespacedName{other, name}, changes("a", claim(other, 3))); diff != "" {
+		t.Errorf("a moving to another name (-want +got):\n%s", diff)
+	}
+	wants(name, 2)
+	wants(other, 3)
+	if diff := cmp.Diff([]types.NamespacedName{name}, changes("b")); diff != "" {
+		t.Errorf("b wanting nothing (-want +got):\n%s", diff)
+	}
+	if _, _, ok := s.get(name); ok {
+		t.Errorf("%s still wanted after its last wanter left", name)
+	}
+	if diff := cmp.Diff([]types.NamespacedName{other}, s.names()); diff != "" {
+		t.Errorf("names (-want +got):\n%s", diff)
 	}
 }

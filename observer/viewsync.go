@@ -34,12 +34,26 @@ type desiredView struct {
 // viewSet is what every evaluated object's views should be. Not safe for
 // concurrent use (the observer's lock guards it).
 type viewSet struct {
-	byRef  map[string][]types.NamespacedName
-	byName map[types.NamespacedName]map[string]desiredView
+	byRef map[string][]types.NamespacedName
+	// byName: the objects that want each view name, sorted by ref. Nearly
+	// always one: a slice, not a map of one, which would allocate a group
+	// of eight slots per counted object.
+	byName map[types.NamespacedName][]wanter
+}
+
+// wanter is one object that wants a view name, and the view it wants.
+type wanter struct {
+	ref  string
+	view desiredView
 }
 
 func newViewSet() *viewSet {
-	return &viewSet{byRef: map[string][]types.NamespacedName{}, byName: map[types.NamespacedName]map[string]desiredView{}}
+	return &viewSet{byRef: map[string][]types.NamespacedName{}, byName: map[types.NamespacedName][]wanter{}}
+}
+
+// find returns where ref is, or would be, among the wanters of name.
+func (s *viewSet) find(name types.NamespacedName, ref string) (int, bool) {
+	return slices.BinarySearchFunc(s.byName[name], ref, func(w wanter, ref string) int { return strings.Compare(w.ref, ref) })
 }
 
 // set records the views of the object under ref and returns the names
@@ -51,25 +65,29 @@ func (s *viewSet) set(ref string, views []desiredView) []types.NamespacedName {
 		next[client.ObjectKeyFromObject(v.claim)] = v
 	}
 	for _, name := range s.byRef[ref] {
-		if _, ok := next[name]; !ok {
-			delete(s.byName[name], ref)
-			if len(s.byName[name]) == 0 {
+		if _, ok := next[name]; ok {
+			continue
+		}
+		if i, had := s.find(name, ref); had {
+			if wanters := slices.Delete(s.byName[name], i, i+1); len(wanters) > 0 {
+				s.byName[name] = wanters
+			} else {
 				delete(s.byName, name)
 			}
-			changed = append(changed, name)
 		}
+		changed = append(changed, name)
 	}
 	names := make([]types.NamespacedName, 0, len(next))
 	for name, v := range next {
 		names = append(names, name)
-		old, had := s.byName[name][ref]
-		if had && old.frozen == v.frozen && apiequality.Semantic.DeepEqual(old.claim, v.claim) {
+		i, had := s.find(name, ref)
+		if !had {
+			s.byName[name] = slices.Insert(s.byName[name], i, wanter{ref: ref, view: v})
+		} else if old := s.byName[name][i].view; old.frozen != v.frozen || !apiequality.Semantic.DeepEqual(old.claim, v.claim) {
+			s.byName[name][i].view = v
+		} else {
 			continue
 		}
-		if s.byName[name] == nil {
-			s.byName[name] = map[string]desiredView{}
-		}
-		s.byName[name][ref] = v
 		changed = append(changed, name)
 	}
 	if len(names) == 0 {
@@ -84,11 +102,14 @@ func (s *viewSet) set(ref string, views []desiredView) []types.NamespacedName {
 // ref) that wants it, and the refs of any other object that wants the same
 // name (a policy naming two objects' claims alike).
 func (s *viewSet) get(name types.NamespacedName) (v desiredView, others []string, ok bool) {
-	refs := slices.Sorted(maps.Keys(s.byName[name]))
-	if len(refs) == 0 {
+	wanters := s.byName[name]
+	if len(wanters) == 0 {
 		return desiredView{}, nil, false
 	}
-	return s.byName[name][refs[0]], refs[1:], true
+	for _, w := range wanters[1:] {
+		others = append(others, w.ref)
+	}
+	return wanters[0].view, others, true
 }
 
 func (s *viewSet) names() []types.NamespacedName {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -9,6 +10,20 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/localcluster"
 )
+
+// printManagerMemory prints the manager's resident memory and Go heap in
+// use: the other side of a GOGC setting (-manager-env), and what the
+// chart's memory limit must hold as counted objects grow.
+func (h *harness) printManagerMemory(ctx context.Context) {
+	m, err := h.c.Manager.Scrape(ctx)
+	if err != nil {
+		h.printf("    manager memory: %v\n", err)
+		return
+	}
+	rss, _ := m.Gauge("process_resident_memory_bytes", nil)
+	heap, _ := m.Gauge("go_memstats_heap_inuse_bytes", nil)
+	h.printf("    manager memory: resident %.0f MiB, Go heap in use %.0f MiB\n", rss/(1<<20), heap/(1<<20))
+}
 
 // cpuUsers are the processes a phase's CPU is reported for, in print order.
 var cpuUsers = []string{"kube-apiserver", "etcd", "gatekeeper", "manager", "load"}

@@ -46,16 +46,16 @@ import (
 )
 
 type config struct {
-	namespaces, creates, creators, prefill int
-	restartObjects                         int
-	replicas                               []int
-	grant                                  int64
-	phases                                 map[string]bool
-	dir, gatekeeper, manager               string
-	audit, quiesce, requestTimeout         time.Duration
-	pprofDir                               string
-	managerArgs, gatekeeperArgs            []string
-	pprofLength                            time.Duration
+	namespaces, creates, creators, prefill  int
+	restartObjects                          int
+	replicas                                []int
+	grant                                   int64
+	phases                                  map[string]bool
+	dir, gatekeeper, manager                string
+	audit, quiesce, requestTimeout          time.Duration
+	pprofDir                                string
+	managerArgs, gatekeeperArgs, managerEnv []string
+	pprofLength                             time.Duration
 }
 
 func main() {
@@ -80,6 +80,13 @@ func main() {
 	flag.DurationVar(&cfg.pprofLength, "pprof-seconds", 5*time.Second, "length of each -pprof profile, from the start of a phase's creates")
 	flag.Func("manager-arg", "an extra flag for the manager, e.g. -manager-arg=--object-claims=false (repeat for more): to measure what a setting costs", func(v string) error {
 		cfg.managerArgs = append(cfg.managerArgs, v)
+		return nil
+	})
+	flag.Func("manager-env", "an extra KEY=VALUE environment variable for the manager, e.g. -manager-env=GOGC=400 (repeat for more)", func(v string) error {
+		if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, got %q", v)
+		}
+		cfg.managerEnv = append(cfg.managerEnv, v)
 		return nil
 	})
 	flag.Func("gatekeeper-arg", "an extra flag for every Gatekeeper replica (repeat for more)", func(v string) error {

@@ -76,6 +76,19 @@ func (h *harness) startProfiles(ctx context.Context, phase string) (wait func())
 	}
 }
 
+// heapProfile writes the manager's heap profile as the phase ends, into
+// <-pprof>/<replicas>-<phase>-manager-heap.pprof: what its memory holds
+// (printManagerMemory says how much).
+func (h *harness) heapProfile(ctx context.Context, phase string) {
+	if h.cfg.pprofDir == "" {
+		return
+	}
+	file := filepath.Join(h.cfg.pprofDir, fmt.Sprintf("%d-%s-manager-heap.pprof", h.replicas, phase))
+	if err := fetchProfile(ctx, http.DefaultClient, h.profiles.manager+"/debug/pprof/heap", file); err != nil {
+		h.printf("    heap profile of the manager: %v\n", err)
+	}
+}
+
 func fetchProfile(ctx context.Context, c *http.Client, url, file string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -89,6 +89,7 @@ func (h *harness) restartPhase(ctx context.Context) error {
 	}
 	h.printf("(r) %d objects that predate the constraint counted %s after it was applied\n",
 		r.admitted+1, time.Since(start).Round(time.Second))
+	h.printManagerMemory(ctx)
 
 	full, err := h.restartManager(ctx, namespaces, org, "probe-full")
 	if err != nil {
@@ -96,6 +97,7 @@ func (h *harness) restartPhase(ctx context.Context) error {
 	}
 	h.printf("(r) manager restart with %d objects counted: the create made at its start counted after %s; ratio to the restart with 1 object %.2f\n",
 		r.admitted+2, full.Round(10*time.Millisecond), full.Seconds()/base.Seconds())
+	h.printManagerMemory(ctx)
 	return nil
 }
 
@@ -114,6 +116,8 @@ func (h *harness) restartManager(ctx context.Context, namespaces []string, org q
 	if err := h.c.Restart(ctx, h.c.Manager); err != nil {
 		return 0, err
 	}
+	profiled := h.startProfiles(ctx, "r-"+probe)
+	defer profiled()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespaces[0], Name: probe, Labels: map[string]string{phaseLabel: "r"}}}
 	if err := h.c.Client.Create(ctx, cm); err != nil {
 		return 0, fmt.Errorf("create %s during the restart: %w", probe, err)

@@ -106,7 +106,7 @@ func runOnce(ctx context.Context, cfg config, replicas int) ([]string, error) {
 	start := time.Now()
 	opts := localcluster.Options{
 		Dir: dir, Gatekeeper: cfg.gatekeeper, GatekeeperReplicas: replicas, Manager: cfg.manager,
-		AuditInterval: cfg.audit, ManagerArgs: cfg.managerArgs, GatekeeperArgs: cfg.gatekeeperArgs,
+		AuditInterval: cfg.audit, ManagerArgs: cfg.managerArgs, ManagerEnv: cfg.managerEnv, GatekeeperArgs: cfg.gatekeeperArgs,
 	}
 	if cfg.pprofDir != "" {
 		var err error
@@ -282,6 +282,8 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 		r.title(), r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(10*time.Millisecond), r.rate(), r.p(50), r.p(99))
 	h.printf("    started just after a Gatekeeper audit pass, which took %s\n", audit)
 	h.perCreate(before, after, r)
+	h.printManagerMemory(ctx)
+	h.heapProfile(ctx, id)
 	h.printWrites(writesBefore, h.writes(ctx))
 	h.printFailures(&r.failures)
 

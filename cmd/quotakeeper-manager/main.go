@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -140,6 +141,7 @@ func main() {
 }
 
 func run(f flags) error {
+	holdHeapUnderLimit(memlimit.FromCgroup, ctrl.Log.WithName("memlimit"))
 	// Before any Rego driver exists (the observer's): drivers copy OPA's
 	// builtin table when built.
 	builtins.Register()

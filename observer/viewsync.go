@@ -229,7 +229,9 @@ func (o *Observer) syncView(ctx context.Context, name types.NamespacedName) erro
 			have.Annotations = map[string]string{}
 		}
 		maps.Copy(have.Annotations, want.claim.Annotations)
-		have.OwnerReferences = want.claim.OwnerReferences
+		// A copy: the patch's response is decoded into have, and would
+		// otherwise write into the wanted view's slice.
+		have.OwnerReferences = slices.Clone(want.claim.OwnerReferences)
 		if err := o.viewClient.Patch(ctx, have, patch); err != nil {
 			return err
 		}

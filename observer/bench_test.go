@@ -40,7 +40,7 @@ func BenchmarkRebuild(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := p.setTemplate(ctx, objs[0]); err != nil {
+	if _, _, err := p.setTemplate(ctx, objs[0]); err != nil {
 		b.Fatal(err)
 	}
 	objs[1].SetGeneration(1)

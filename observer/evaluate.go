@@ -98,7 +98,7 @@ func (o *Observer) processTemplate(ctx context.Context, name string) error {
 		}
 		return err
 	}
-	kind, err := o.policy.setTemplate(ctx, u)
+	kind, changed, err := o.policy.setTemplate(ctx, u)
 	if err != nil {
 		return fmt.Errorf("template %s: %w", name, err)
 	}
@@ -115,7 +115,7 @@ func (o *Observer) processTemplate(ctx context.Context, name string) error {
 			return fmt.Errorf("watch %s constraints: %w", kind, err)
 		}
 	}
-	if o.ready.Load() {
+	if changed && o.ready.Load() {
 		// Constraints loaded before the template changed are reloaded.
 		o.events.Add(item{kind: itemResync})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/util"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -107,19 +109,28 @@ func isQuotaTemplate(u *unstructured.Unstructured) bool {
 
 // setTemplate loads (or replaces) a quota template and returns its
 // constraint kind.
-func (p *policy) setTemplate(ctx context.Context, u *unstructured.Unstructured) (string, error) {
+func (p *policy) setTemplate(ctx context.Context, u *unstructured.Unstructured) (kind string, changed bool, err error) {
 	tmpl, err := reader.ToTemplate(p.scheme, u)
 	if err != nil {
-		return "", err
+		return "", false, err
+	}
+	kind = tmpl.Spec.CRD.Spec.Names.Kind
+	p.mu.Lock()
+	old := p.templates[tmpl.Name]
+	p.mu.Unlock()
+	if old != nil && apiequality.Semantic.DeepEqual(old.Spec, tmpl.Spec) {
+		// Gatekeeper writes a template's status as its pods come and go:
+		// nothing to compile, nothing to evaluate again.
+		return kind, false, nil
 	}
 	if _, err := p.client.AddTemplate(ctx, tmpl); err != nil {
-		return "", err
+		return "", false, err
 	}
 	p.mu.Lock()
 	p.templates[tmpl.Name] = tmpl
 	p.mu.Unlock()
 	p.version.Add(1)
-	return tmpl.Spec.CRD.Spec.Names.Kind, nil
+	return kind, true, nil
 }
 
 // removeTemplate unloads a template and its constraints; it reports whether
@@ -178,6 +189,17 @@ func denies(u *unstructured.Unstructured) bool {
 	return false
 }
 
+// samePolicy reports whether two versions of a constraint are the same
+// policy: the same spec, labels and annotations (a QuotaBypass relaxes a
+// constraint through its annotations). Gatekeeper's audit writes every
+// constraint's status after each pass, once a minute by default: a new
+// resourceVersion that changes nothing counted, on which the observer once
+// reloaded the constraint and evaluated every object again.
+func samePolicy(a, b *unstructured.Unstructured) bool {
+	return apiequality.Semantic.DeepEqual(a.Object["spec"], b.Object["spec"]) &&
+		maps.Equal(a.GetLabels(), b.GetLabels()) && maps.Equal(a.GetAnnotations(), b.GetAnnotations())
+}
+
 // setConstraint loads a deny constraint, or unloads it when it is gone
 // (u nil) or does not deny. It reports whether the loaded set changed.
 func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name string, u *unstructured.Unstructured) (bool, error) {
@@ -197,7 +219,7 @@ func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name st
 		p.version.Add(1)
 		return true, nil
 	}
-	if old != nil && old.GetGeneration() == u.GetGeneration() && old.GetResourceVersion() == u.GetResourceVersion() {
+	if old != nil && samePolicy(old, u) {
 		return false, nil
 	}
 	if _, err := p.client.AddConstraint(ctx, u); err != nil {

@@ -1,11 +1,16 @@
 package observer
 
 import (
+	"context"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // A constraint that checks scales at admission lists autoscaling/Scale in
@@ -65,4 +70,73 @@ func TestDeniesCountsRelaxedConstraintsAsTheirOriginalAction(t *testing.T) {
 			t.Errorf("%s: denies = %t, want %t", c.name, got, c.want)
 		}
 	}
+}
+
+// Gatekeeper writes a constraint's status after every audit pass, and a
+// template's as its pods come and go. Neither changes what an object
+// counts, so neither may reload the policy: a reload evaluates every
+// counted object again. A change of spec, or of the annotations a
+// QuotaBypass writes, does.
+func TestOnlyPolicyChangesReloadThePolicy(t *testing.T) {
+	ctx := context.Background()
+	p, err := newPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := localcluster.ReadObjects(
+		filepath.Join(testenv.RepoRoot(), "templates", "quotaentity", "template.yaml"),
+		filepath.Join(testenv.RepoRoot(), "templates", "quotaentity", "samples", "shared-by-organization", "constraint.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, constraint := objs[0], objs[1]
+	gk := constraint.GroupVersionKind().GroupKind()
+	reloads := func(what string, want bool, set func() (bool, error)) {
+		t.Helper()
+		before := p.version.Load()
+		changed, err := set()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if reloaded := p.version.Load() != before; changed != want || reloaded != want {
+			t.Errorf("%s: changed %t, version moved %t; want %t", what, changed, reloaded, want)
+		}
+	}
+	setTemplate := func(u *unstructured.Unstructured) func() (bool, error) {
+		return func() (bool, error) { _, changed, err := p.setTemplate(ctx, u); return changed, err }
+	}
+	setConstraint := func(u *unstructured.Unstructured) func() (bool, error) {
+		return func() (bool, error) { return p.setConstraint(ctx, gk, u.GetName(), u) }
+	}
+	withStatus := func(u *unstructured.Unstructured, rv string, status map[string]any) *unstructured.Unstructured {
+		u = u.DeepCopy()
+		u.SetResourceVersion(rv)
+		u.Object["status"] = status
+		return u
+	}
+
+	reloads("the template, first", true, setTemplate(tmpl))
+	reloads("the constraint, first", true, setConstraint(constraint))
+	reloads("the template's status", false, setTemplate(withStatus(tmpl, "2", map[string]any{"created": true})))
+	reloads("the constraint's audit status", false, setConstraint(withStatus(constraint, "2",
+		map[string]any{"auditTimestamp": "2026-11-23T10:00:00Z", "totalViolations": int64(3)})))
+
+	bypassed := withStatus(constraint, "3", nil)
+	bypassed.SetAnnotations(map[string]string{"quota.miloapis.com/bypass": "inc-42", "quota.miloapis.com/enforcement-action": "deny"})
+	reloads("a bypass annotation", true, setConstraint(bypassed))
+
+	respecced := withStatus(bypassed, "4", nil)
+	if err := unstructured.SetNestedField(respecced.Object, "core/configmaps-v2", "spec", "parameters", "resourceType"); err != nil {
+		t.Fatal(err)
+	}
+	reloads("a new resourceType", true, setConstraint(respecced))
+
+	rewritten := withStatus(tmpl, "5", nil)
+	targets, _, _ := unstructured.NestedSlice(rewritten.Object, "spec", "targets")
+	source := targets[0].(map[string]any)["code"].([]any)[0].(map[string]any)["source"].(map[string]any)
+	source["rego"] = source["rego"].(string) + "\n# edited\n"
+	if err := unstructured.SetNestedSlice(rewritten.Object, targets, "spec", "targets"); err != nil {
+		t.Fatal(err)
+	}
+	reloads("the template's Rego", true, setTemplate(rewritten))
 }

@@ -3,7 +3,6 @@ package observer
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -16,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/localcluster"
-	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // BenchmarkRebuild measures what a restarted observer spends per object
@@ -30,21 +27,12 @@ import (
 // the way a list hands it over.
 func BenchmarkRebuild(b *testing.B) {
 	ctx := context.Background()
-	p, err := newPolicy()
-	if err != nil {
+	p, tmpl, constraint := sampleQuotaEntity(b)
+	if _, _, err := p.setTemplate(ctx, tmpl); err != nil {
 		b.Fatal(err)
 	}
-	objs, err := localcluster.ReadObjects(
-		filepath.Join(testenv.RepoRoot(), "templates", "quotaentity", "template.yaml"),
-		filepath.Join(testenv.RepoRoot(), "templates", "quotaentity", "samples", "shared-by-organization", "constraint.yaml"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	if _, _, err := p.setTemplate(ctx, objs[0]); err != nil {
-		b.Fatal(err)
-	}
-	objs[1].SetGeneration(1)
-	if _, err := p.setConstraint(ctx, objs[1].GroupVersionKind().GroupKind(), objs[1].GetName(), objs[1]); err != nil {
+	constraint.SetGeneration(1)
+	if _, err := p.setConstraint(ctx, constraint.GroupVersionKind().GroupKind(), constraint.GetName(), constraint); err != nil {
 		b.Fatal(err)
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{

@@ -79,17 +79,7 @@ func TestDeniesCountsRelaxedConstraintsAsTheirOriginalAction(t *testing.T) {
 // QuotaBypass writes, does.
 func TestOnlyPolicyChangesReloadThePolicy(t *testing.T) {
 	ctx := context.Background()
-	p, err := newPolicy()
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := localcluster.ReadObjects(
-		filepath.Join(testenv.RepoRoot(), "templates", "quotaentity", "template.yaml"),
-		filepath.Join(testenv.RepoRoot(), "templates", "quotaentity", "samples", "shared-by-organization", "constraint.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, constraint := objs[0], objs[1]
+	p, tmpl, constraint := sampleQuotaEntity(t)
 	gk := constraint.GroupVersionKind().GroupKind()
 	reloads := func(what string, want bool, set func() (bool, error)) {
 		t.Helper()
@@ -139,4 +129,22 @@ func TestOnlyPolicyChangesReloadThePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	reloads("the template's Rego", true, setTemplate(rewritten))
+}
+
+// sampleQuotaEntity returns an empty policy, the shipped QuotaEntity
+// template and its shared-by-organization sample constraint (one
+// Organization's ConfigMaps, as in make load).
+func sampleQuotaEntity(tb testing.TB) (p *policy, tmpl, constraint *unstructured.Unstructured) {
+	tb.Helper()
+	p, err := newPolicy()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	objs, err := localcluster.ReadObjects(
+		filepath.Join(testenv.RepoRoot(), "templates", "quotaentity", "template.yaml"),
+		filepath.Join(testenv.RepoRoot(), "templates", "quotaentity", "samples", "shared-by-organization", "constraint.yaml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p, objs[0], objs[1]
 }

@@ -11,10 +11,12 @@ import (
 	"github.com/quotakeeper/quotakeeper/localcluster"
 )
 
-// printManagerMemory prints the manager's resident memory and Go heap in
-// use: the other side of a GOGC setting (-manager-env), and what the
-// chart's memory limit must hold as counted objects grow.
-func (h *harness) printManagerMemory(ctx context.Context) {
+// managerMemory prints the manager's resident memory and Go heap in use
+// (the other side of a GOGC setting, -manager-env, and what the chart's
+// memory limit must hold as counted objects grow) and, with -pprof, writes
+// its heap profile, which says what that memory holds.
+func (h *harness) managerMemory(ctx context.Context, phase string) {
+	defer h.heapProfile(ctx, phase)
 	m, err := h.c.Manager.Scrape(ctx)
 	if err != nil {
 		h.printf("    manager memory: %v\n", err)

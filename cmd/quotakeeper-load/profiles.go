@@ -76,9 +76,8 @@ func (h *harness) startProfiles(ctx context.Context, phase string) (wait func())
 	}
 }
 
-// heapProfile writes the manager's heap profile as the phase ends, into
-// <-pprof>/<replicas>-<phase>-manager-heap.pprof: what its memory holds
-// (printManagerMemory says how much).
+// heapProfile writes the manager's heap profile into
+// <-pprof>/<replicas>-<phase>-manager-heap.pprof (managerMemory).
 func (h *harness) heapProfile(ctx context.Context, phase string) {
 	if h.cfg.pprofDir == "" {
 		return

@@ -89,8 +89,7 @@ func (h *harness) restartPhase(ctx context.Context) error {
 	}
 	h.printf("(r) %d objects that predate the constraint counted %s after it was applied\n",
 		r.admitted+1, time.Since(start).Round(time.Second))
-	h.printManagerMemory(ctx)
-	h.heapProfile(ctx, "r-counted")
+	h.managerMemory(ctx, "r-counted")
 
 	full, err := h.restartManager(ctx, namespaces, org, "probe-full")
 	if err != nil {
@@ -98,8 +97,7 @@ func (h *harness) restartPhase(ctx context.Context) error {
 	}
 	h.printf("(r) manager restart with %d objects counted: the create made at its start counted after %s; ratio to the restart with 1 object %.2f\n",
 		r.admitted+2, full.Round(10*time.Millisecond), full.Seconds()/base.Seconds())
-	h.printManagerMemory(ctx)
-	h.heapProfile(ctx, "r-restarted")
+	h.managerMemory(ctx, "r-restarted")
 	return nil
 }
 

@@ -282,8 +282,7 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 		r.title(), r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(10*time.Millisecond), r.rate(), r.p(50), r.p(99))
 	h.printf("    started just after a Gatekeeper audit pass, which took %s\n", audit)
 	h.perCreate(before, after, r)
-	h.printManagerMemory(ctx)
-	h.heapProfile(ctx, id)
+	h.managerMemory(ctx, id)
 	h.printWrites(writesBefore, h.writes(ctx))
 	h.printFailures(&r.failures)
 

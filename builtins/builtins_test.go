@@ -313,7 +313,7 @@ func TestInvalidInputHaltsWithTheFieldAndChangesNothing(t *testing.T) {
 		{"consumer without name, empty kind", "quota.reserve(input)", claim("c", with("consumer", map[string]any{"kind": ""})),
 			"quota.reserve: claim.requests[0].consumer.kind: must not be empty; claim.requests[0].consumer.name: required"},
 		{"misspelt field", "quota.reserve(input)", claim("c", with("amout", 1)),
-			"quota.reserve: claim.requests[0].amout: unknown field (allowed: consumer, resourceType, amount, dimensions)"},
+			"quota.reserve: claim.requests[0].amout: unknown field (allowed: consumer, resourceType, amount, total, dimensions)"},
 		{"invalid dimension", "quota.reserve(input)", claim("c", with("dimensions", map[string]any{"zone": "eu west"})),
 			`quota.reserve: claim.requests[0].dimensions[zone]: invalid value "eu west": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')`},
 		{"no id", "quota.reserve(input)", map[string]any{"requests": []any{ok}},

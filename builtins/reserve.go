@@ -90,7 +90,7 @@ func decodeClaim(arg *ast.Term) (ledger.Claim, ClaimMetadata, error) {
 		}
 		for i, r := range reqs {
 			path := fmt.Sprintf("claim.requests[%d]", i)
-			rm := d.object(path, r, "consumer", "resourceType", "amount", "dimensions")
+			rm := d.object(path, r, "consumer", "resourceType", "amount", "total", "dimensions")
 			if rm == nil {
 				continue
 			}
@@ -98,6 +98,9 @@ func decodeClaim(arg *ast.Term) (ledger.Claim, ClaimMetadata, error) {
 			req.ResourceType = d.requiredString(path, rm, "resourceType")
 			if d.required(path, rm, "amount") {
 				req.Amount = d.int64(path, rm, "amount")
+			}
+			if _, ok := rm["total"]; ok {
+				req.Total = d.int64(path, rm, "total")
 			}
 			req.Dimensions = d.labels(path, rm, "dimensions")
 			c.Requests = append(c.Requests, req)

@@ -129,6 +129,10 @@ func (l *Ledger) targets(claim Claim) ([]target, error) {
 				continue
 			}
 			ts[j].req.Amount = sum
+			// Parts of one claim in one bucket count together, as
+			// the observer sums them (overflow: the amounts already
+			// cannot be held).
+			ts[j].req.Total, _ = Add(ts[j].req.Total, r.Total)
 			continue
 		}
 		pos[key] = len(ts)

@@ -24,13 +24,13 @@ type Observation struct {
 	// write, so the same object is never counted twice.
 	Fold []string
 	// Counted is the generation at which each object counted in Allocated
-	// was counted, by uid. The write also folds every reservation of the
-	// stored bucket that one of them accounts for (ReservationFor: the
-	// object's uid at that generation or earlier), Fold or not: the
+	// was counted, and its amount here, by uid. The write also folds every
+	// reservation of the stored bucket that one of them accounts for
+	// (Reservation.FoldedBy), Fold or not: the
 	// observer plans Fold from its cached copy of the bucket, which can lag
 	// (after an apiserver restart its informers re-list apart), and a
 	// reservation it did not see must not stay beside the object it counts.
-	Counted map[string]int64
+	Counted map[string]CountedAt
 	// Expire lists reservation ids that expired with no object: removed in
 	// this write.
 	Expire []string
@@ -76,8 +76,8 @@ func (l *Ledger) Observe(ctx context.Context, key BucketKey, obs Observation) (B
 			}
 		}
 		for _, id := range slices.Sorted(maps.Keys(b.Reservations)) {
-			uid, g, _ := ReservationFor(id)
-			if counted, ok := obs.Counted[uid]; ok && counted >= g && !slices.Contains(remove, id) {
+			uid, _, _ := ReservationFor(id)
+			if counted, ok := obs.Counted[uid]; ok && b.Reservations[id].FoldedBy(counted) && !slices.Contains(remove, id) {
 				remove = append(remove, id)
 			}
 		}

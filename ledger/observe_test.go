@@ -78,12 +78,62 @@ func TestObserveFoldsWhatItCountsUnnamed(t *testing.T) {
 	mustReserve(t, f, claim("uid-d", req(project("p"), rtProjects, 3, nil)))
 	obs := observed(5)
 	obs.Count = 3
-	obs.Counted = map[string]int64{"uid-a": 0, "uid-b": 2, "uid-c": 2}
+	obs.Counted = map[string]ledger.CountedAt{"uid-a": {Amount: 2}, "uid-b": {Generation: 2, Amount: 1}, "uid-c": {Generation: 2, Amount: 1}}
 	b := mustObserve(t, f, projectsKey, obs)
 	if diff := cmp.Diff([]string{"uid-b/3/1", "uid-d"}, slices.Sorted(maps.Keys(b.Reservations))); diff != "" {
 		t.Fatalf("reservations left (-want +got):\n%s", diff)
 	}
 	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 5, Reserved: 4, Available: 1})
+}
+
+// An update's growth reservation stands for the object at the amount the
+// update asks for (Request.Total). A kind without metadata.generation keeps
+// generation 0 through every update, so the generation alone cannot tell an
+// update in flight from one in place: the growth of 1 to 9 ("uid-a/0/8") is
+// folded only once the object counts 9 or more, and an object still counted
+// at 1 keeps it reserved (issue 22, case 1: folding it at once let another
+// create take the same 8).
+func TestObserveFoldsAnUpdateOnlyAtTheAmountItAskedFor(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	growth := req(project("p"), rtProjects, 8, nil)
+	growth.Total = 9
+	mustReserve(t, f, claim("uid-a/0/8", growth))
+	obs := observed(1)
+	obs.Counted = map[string]ledger.CountedAt{"uid-a": {Amount: 1}}
+	b := mustObserve(t, f, projectsKey, obs)
+	if r, ok := b.Reservations["uid-a/0/8"]; !ok || r.Total != 9 {
+		t.Fatalf("reservations %+v, want uid-a/0/8 kept with total 9 while the object counts 1", b.Reservations)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 1, Reserved: 8, Available: 1})
+
+	obs = observed(9)
+	obs.Counted = map[string]ledger.CountedAt{"uid-a": {Amount: 9}}
+	if b := mustObserve(t, f, projectsKey, obs); len(b.Reservations) != 0 {
+		t.Fatalf("reservations %+v, want none once the object counts 9", b.Reservations)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 9, Available: 1})
+}
+
+func TestReservationFoldedBy(t *testing.T) {
+	for _, tc := range []struct {
+		r       ledger.Reservation
+		counted ledger.CountedAt
+		want    bool
+	}{
+		{ledger.Reservation{ClaimID: "u"}, ledger.CountedAt{}, true},
+		{ledger.Reservation{ClaimID: "u/3/2", Total: 5}, ledger.CountedAt{Generation: 2, Amount: 5}, false},
+		{ledger.Reservation{ClaimID: "u/3/2", Total: 5}, ledger.CountedAt{Generation: 3, Amount: 4}, false},
+		{ledger.Reservation{ClaimID: "u/3/2", Total: 5}, ledger.CountedAt{Generation: 3, Amount: 5}, true},
+		{ledger.Reservation{ClaimID: "u/3/2", Total: 5}, ledger.CountedAt{Generation: 4, Amount: 7}, true},
+		{ledger.Reservation{ClaimID: "u/0/8", Total: 9}, ledger.CountedAt{Amount: 1}, false},
+		// Written before Total existed: the generation alone decides.
+		{ledger.Reservation{ClaimID: "u/3/2"}, ledger.CountedAt{Generation: 3, Amount: 1}, true},
+	} {
+		if got := tc.r.FoldedBy(tc.counted); got != tc.want {
+			t.Errorf("%+v.FoldedBy(%+v) = %v, want %v", tc.r, tc.counted, got, tc.want)
+		}
+	}
 }
 
 func TestObserveRecomputesTheLimit(t *testing.T) {

@@ -160,7 +160,7 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 		if b.Reservations == nil {
 			b.Reservations = map[string]Reservation{}
 		}
-		b.Reservations[claim.ID] = Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, ExpiresAt: expires}
+		b.Reservations[claim.ID] = Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, Total: t.req.Total, ExpiresAt: expires}
 		out.after.Reserved += t.req.Amount
 		out.added = true
 		return nil

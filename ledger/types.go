@@ -30,10 +30,18 @@ type ObjectRef struct {
 // Dimensions. Dimension keys and values must be valid label keys and values:
 // they are matched by grant label selectors and are encoded into the bucket
 // key's canonical "k=v,k=v" form, which is only unambiguous for label syntax.
+//
+// Total is set for the growth of an update: what the object counts against
+// the bucket once the update is in place (its old amount plus Amount). The
+// observer folds the reservation only once it counts the object at Total or
+// more, so an update still in flight (or rejected later in the admission
+// chain) stays reserved even when the object's kind keeps one generation
+// through it. Zero for a create: counting the object at all folds it.
 type Request struct {
 	Consumer     Consumer
 	ResourceType string
 	Amount       int64
+	Total        int64
 	Dimensions   map[string]string
 }
 
@@ -73,11 +81,30 @@ type GrantContribution struct {
 // yet. It expires so that quota held by admissions that never produced an
 // object (rejected later in the admission chain, client gave up) comes back:
 // the observer removes it once ExpiresAt has passed and the object is absent.
+//
+// Total is the request's Total: what the object must count in this bucket
+// for the reservation to be folded (0: anything).
 type Reservation struct {
 	ClaimID   string
 	Object    ObjectRef
 	Amount    int64
+	Total     int64
 	ExpiresAt time.Time
+}
+
+// CountedAt is how the observer counts an object in one bucket: at which
+// generation it evaluated it, and the amount it counts there.
+type CountedAt struct {
+	Generation int64
+	Amount     int64
+}
+
+// FoldedBy reports whether an object counted at c accounts for r: it has
+// reached the reservation's generation and counts at least its Total. This
+// is the one fold rule; the observer's plan and Observe's write both ask it.
+func (r Reservation) FoldedBy(c CountedAt) bool {
+	_, g, _ := ReservationFor(r.ClaimID)
+	return c.Generation >= g && c.Amount >= r.Total
 }
 
 // Usage is the arithmetic summary of one bucket.

@@ -56,6 +56,11 @@ func validateClaim(c Claim) error {
 		if r.Amount <= 0 {
 			errs = append(errs, FieldError{Field: path + ".amount", Detail: fmt.Sprintf("must be positive, got %d", r.Amount)})
 		}
+		// An update's total includes its growth; a smaller one could
+		// never hold back the fold it exists for.
+		if r.Total != 0 && r.Total < r.Amount {
+			errs = append(errs, FieldError{Field: path + ".total", Detail: fmt.Sprintf("must be 0 (a create) or at least amount %d, got %d", r.Amount, r.Total)})
+		}
 		// Sorted so the error text is deterministic.
 		for _, k := range slices.Sorted(maps.Keys(r.Dimensions)) {
 			field := fmt.Sprintf("%s.dimensions[%s]", path, k)

@@ -54,8 +54,9 @@ type Plan struct {
 
 // PlanReservations sorts one bucket's reservations:
 //   - fold the reservation "<uid>" of an object counted in the bucket, and
-//     "<uid>/<g>/<growth>" of one counted at generation g or later (its
-//     update is in what was observed; ledger.ReservationFor parses ids);
+//     "<uid>/<g>/<growth>" of one counted at generation g or later and at
+//     the reservation's Total or more (its update is in what was observed;
+//     ledger.Reservation.FoldedBy);
 //   - keep every other reservation until its expiry (the in-flight window);
 //   - after expiry, expire it if the observer evaluated its object (at
 //     generation g or later) and does not count it here, else ask for a
@@ -65,7 +66,7 @@ func PlanReservations(t *Tally, key ledger.BucketKey, reservations []ledger.Rese
 	for _, r := range reservations {
 		uid, g, _ := ledger.ReservationFor(r.ClaimID)
 		expired := !now.Before(r.ExpiresAt)
-		if counted, ok := t.Counted(key, uid); ok && counted >= g {
+		if counted, ok := t.Counted(key, uid); ok && r.FoldedBy(counted) {
 			p.Fold = append(p.Fold, r.ClaimID)
 			continue
 		}

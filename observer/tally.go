@@ -56,8 +56,8 @@ type Tally struct {
 // which at 22,000 counted objects was 12 ms of CPU per write.
 type bucketTally struct {
 	members map[string]member // uid -> the object's part
-	// counted is uid -> generation: Observation.Counted.
-	counted     map[string]int64
+	// counted is uid -> generation and amount: Observation.Counted.
+	counted     map[string]ledger.CountedAt
 	byNamespace map[string]int64
 	allocated   int64
 	// overflowed: allocated stopped being the sum (it would not fit an
@@ -66,14 +66,14 @@ type bucketTally struct {
 }
 
 func newBucketTally() *bucketTally {
-	return &bucketTally{members: map[string]member{}, counted: map[string]int64{}, byNamespace: map[string]int64{}}
+	return &bucketTally{members: map[string]member{}, counted: map[string]ledger.CountedAt{}, byNamespace: map[string]int64{}}
 }
 
 func (b *bucketTally) put(uid string, m member) {
 	if old, ok := b.members[uid]; ok {
 		b.remove(uid, old)
 	}
-	b.members[uid], b.counted[uid] = m, m.generation
+	b.members[uid], b.counted[uid] = m, ledger.CountedAt{Generation: m.generation, Amount: m.amount}
 	sum, err := ledger.Add(b.allocated, m.amount)
 	if err != nil {
 		b.overflowed = true
@@ -191,14 +191,15 @@ func (t *Tally) Buckets() []ledger.BucketKey {
 	return slices.SortedFunc(maps.Keys(t.buckets), compareKeys)
 }
 
-// Counted reports at which generation the object uid is counted in key.
-func (t *Tally) Counted(key ledger.BucketKey, uid string) (generation int64, ok bool) {
+// Counted reports at which generation, and at what amount, the object uid
+// is counted in key.
+func (t *Tally) Counted(key ledger.BucketKey, uid string) (ledger.CountedAt, bool) {
 	b := t.buckets[key]
 	if b == nil {
-		return 0, false
+		return ledger.CountedAt{}, false
 	}
-	g, ok := b.counted[uid]
-	return g, ok
+	c, ok := b.counted[uid]
+	return c, ok
 }
 
 // Seen reports at which generation the object uid was last evaluated.

@@ -52,8 +52,8 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			},
 			changed: []ledger.BucketKey{teamA, acme},
 			want: map[ledger.BucketKey]ledger.Observation{
-				teamA: {Allocated: 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1}, Counted: map[string]int64{"u1": 1}},
-				acme:  {Allocated: 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1}, Counted: map[string]int64{"u1": 1}},
+				teamA: {Allocated: 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1}, Counted: map[string]ledger.CountedAt{"u1": {Generation: 1, Amount: 1}}},
+				acme:  {Allocated: 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1}, Counted: map[string]ledger.CountedAt{"u1": {Generation: 1, Amount: 1}}},
 			},
 		},
 		{
@@ -63,7 +63,7 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			},
 			changed: []ledger.BucketKey{teamA},
 			want: map[ledger.BucketKey]ledger.Observation{
-				teamA: {Allocated: 4, Count: 2, ByNamespace: map[string]int64{"team-a": 4}, Counted: map[string]int64{"u1": 1, "u2": 1}},
+				teamA: {Allocated: 4, Count: 2, ByNamespace: map[string]int64{"team-a": 4}, Counted: map[string]ledger.CountedAt{"u1": {Generation: 1, Amount: 1}, "u2": {Generation: 1, Amount: 3}}},
 			},
 		},
 		{
@@ -81,7 +81,7 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			changed: []ledger.BucketKey{teamB, acme},
 			want: map[ledger.BucketKey]ledger.Observation{
 				acme:  {},
-				teamB: {Allocated: 2, Count: 1, ByNamespace: map[string]int64{"team-a": 2}, Counted: map[string]int64{"u1": 1}},
+				teamB: {Allocated: 2, Count: 1, ByNamespace: map[string]int64{"team-a": 2}, Counted: map[string]ledger.CountedAt{"u1": {Generation: 1, Amount: 2}}},
 			},
 		},
 		{
@@ -91,7 +91,7 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			},
 			changed: []ledger.BucketKey{teamA},
 			want: map[ledger.BucketKey]ledger.Observation{
-				teamA: {Allocated: 6, Count: 2, ByNamespace: map[string]int64{"team-a": 6}, Counted: map[string]int64{"u1": 1, "u2": 2}},
+				teamA: {Allocated: 6, Count: 2, ByNamespace: map[string]int64{"team-a": 6}, Counted: map[string]ledger.CountedAt{"u1": {Generation: 1, Amount: 1}, "u2": {Generation: 2, Amount: 5}}},
 			},
 		},
 		{
@@ -99,7 +99,7 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 			do:      func() []ledger.BucketKey { return tl.Set("cm/a/1", obj("u1", 1, "team-a", nil)) },
 			changed: []ledger.BucketKey{teamA, teamB},
 			want: map[ledger.BucketKey]ledger.Observation{
-				teamA: {Allocated: 5, Count: 1, ByNamespace: map[string]int64{"team-a": 5}, Counted: map[string]int64{"u2": 2}},
+				teamA: {Allocated: 5, Count: 1, ByNamespace: map[string]int64{"team-a": 5}, Counted: map[string]ledger.CountedAt{"u2": {Generation: 2, Amount: 5}}},
 				teamB: {},
 			},
 		},
@@ -136,7 +136,7 @@ func TestTallySplitsByNamespace(t *testing.T) {
 	tl.Set("b", obj("u2", 0, "team-b", map[ledger.BucketKey]int64{acme: 3}))
 	tl.Set("c", obj("u3", 0, "", map[ledger.BucketKey]int64{acme: 1}))
 	want := ledger.Observation{Allocated: 6, Count: 3, ByNamespace: map[string]int64{"team-a": 2, "team-b": 3, "": 1},
-		Counted: map[string]int64{"u1": 0, "u2": 0, "u3": 0}}
+		Counted: map[string]ledger.CountedAt{"u1": {Amount: 2}, "u2": {Amount: 3}, "u3": {Amount: 1}}}
 	if diff := cmp.Diff(want, observation(t, tl, acme)); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
@@ -151,7 +151,7 @@ func TestTallyRefusesAnOverflowingSum(t *testing.T) {
 	}
 	// Once the object that overflowed it goes, the sum is exact again.
 	tl.Remove("b")
-	want := ledger.Observation{Allocated: 1<<63 - 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1<<63 - 1}, Counted: map[string]int64{"u1": 0}}
+	want := ledger.Observation{Allocated: 1<<63 - 1, Count: 1, ByNamespace: map[string]int64{"team-a": 1<<63 - 1}, Counted: map[string]ledger.CountedAt{"u1": {Amount: 1<<63 - 1}}}
 	if diff := cmp.Diff(want, observation(t, tl, teamA)); diff != "" {
 		t.Errorf("after the removal (-want +got):\n%s", diff)
 	}
@@ -186,12 +186,12 @@ func TestTallyFiguresFollowEveryChange(t *testing.T) {
 		for _, o := range live {
 			if a := o.Amounts[acme]; a > 0 {
 				if want.ByNamespace == nil {
-					want.ByNamespace, want.Counted = map[string]int64{}, map[string]int64{}
+					want.ByNamespace, want.Counted = map[string]int64{}, map[string]ledger.CountedAt{}
 				}
 				want.Allocated += a
 				want.Count++
 				want.ByNamespace[o.Namespace] += a
-				want.Counted[o.UID] = o.Generation
+				want.Counted[o.UID] = ledger.CountedAt{Generation: o.Generation, Amount: a}
 			}
 		}
 		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
@@ -248,6 +248,10 @@ func TestPlanReservations(t *testing.T) {
 	res := func(id string, expires time.Time) ledger.Reservation {
 		return ledger.Reservation{ClaimID: id, Amount: 1, ExpiresAt: expires}
 	}
+	total := func(r ledger.Reservation, n int64) ledger.Reservation {
+		r.Total = n
+		return r
+	}
 	tl := NewTally()
 	tl.Set("counted", obj("counted", 3, "team-a", map[ledger.BucketKey]int64{teamA: 1}))
 	tl.Set("elsewhere", obj("elsewhere", 2, "team-a", map[ledger.BucketKey]int64{teamB: 1}))
@@ -261,6 +265,9 @@ func TestPlanReservations(t *testing.T) {
 			[]ledger.Reservation{res("counted", later)}, Plan{Fold: []string{"counted"}}},
 		{"an update's reservation folds once its generation is counted",
 			[]ledger.Reservation{res("counted/2/1", later), res("counted/3/1", later)}, Plan{Fold: []string{"counted/2/1", "counted/3/1"}}},
+		{"an update's reservation folds only once the object counts its total",
+			[]ledger.Reservation{total(res("counted/3/1", later), 1), total(res("counted/3/2", soon), 3)},
+			Plan{Fold: []string{"counted/3/1"}, Next: soon}},
 		{"an update's reservation for a later generation waits",
 			[]ledger.Reservation{res("counted/4/1", later), res("counted/5/1", soon)}, Plan{Next: soon}},
 		{"an expired update's reservation for a generation not seen is looked up",

@@ -122,7 +122,7 @@ func (o *Observer) cachedBucket(ctx context.Context, key ledger.BucketKey) (*quo
 	}
 	out := make([]ledger.Reservation, 0, len(obj.Status.Reservations))
 	for _, r := range obj.Status.Reservations {
-		out = append(out, ledger.Reservation{ClaimID: r.ID, Object: ledgerconv.Object(r.Object), Amount: r.Amount, ExpiresAt: r.ExpiresAt.Time})
+		out = append(out, ledger.Reservation{ClaimID: r.ID, Object: ledgerconv.Object(r.Object), Amount: r.Amount, Total: r.Total, ExpiresAt: r.ExpiresAt.Time})
 	}
 	return obj, out, true, nil
 }

@@ -57,6 +57,10 @@ type Reservation struct {
 	Object ObjectRef
 	// Amount reserved, never negative.
 	Amount int64
+	// Total is set for an update's growth: what the object counts once the
+	// update is in place. The reservation is folded only once the object is
+	// counted at that amount or more (0: once it is counted at all).
+	Total int64
 	// ExpiresAt is when the reservation is returned unless its object is
 	// counted by then.
 	ExpiresAt metav1.MicroTime

@@ -11,9 +11,10 @@ import (
 )
 
 // A Reservation is written as "<id> <amount> <expiresAt> <object>", with
-// object "<kind>[.<apiGroup>]/[<namespace>/]<name>" and, only when the
-// object's uid is not the id's first segment (it always is for what the
-// ledger writes), a fifth field "uid=<uid>". No field can hold a space:
+// object "<kind>[.<apiGroup>]/[<namespace>/]<name>", then "total=<n>" for an
+// update's growth (the amount the object counts once the update is in
+// place), and, only when the object's uid is not the id's first segment (it
+// always is for what the ledger writes), "uid=<uid>". No field can hold a space:
 // ids are uids with generation and growth numbers, and kinds, groups,
 // namespaces and names are DNS names or labels (names cannot hold "/",
 // kinds cannot hold "."), so the string splits back unambiguously.
@@ -38,6 +39,10 @@ func (r Reservation) String() string {
 		b.WriteByte('/')
 	}
 	b.WriteString(r.Object.Name)
+	if r.Total != 0 {
+		b.WriteString(" total=")
+		b.WriteString(strconv.FormatInt(r.Total, 10))
+	}
 	if r.Object.UID != idUID(r.ID) {
 		b.WriteString(" uid=")
 		b.WriteString(r.Object.UID)
@@ -48,10 +53,10 @@ func (r Reservation) String() string {
 // ParseReservation reads a reservation as String writes it.
 func ParseReservation(s string) (Reservation, error) {
 	bad := func(format string, args ...any) (Reservation, error) {
-		return Reservation{}, fmt.Errorf("reservation %q: %s; want \"<id> <amount> <expiresAt> <kind>[.<apiGroup>]/[<namespace>/]<name>\"", s, fmt.Sprintf(format, args...))
+		return Reservation{}, fmt.Errorf("reservation %q: %s; want \"<id> <amount> <expiresAt> <kind>[.<apiGroup>]/[<namespace>/]<name> [total=<n>] [uid=<uid>]\"", s, fmt.Sprintf(format, args...))
 	}
 	fields := strings.Split(s, " ")
-	if len(fields) != 4 && len(fields) != 5 {
+	if len(fields) < 4 || len(fields) > 6 {
 		return bad("%d fields", len(fields))
 	}
 	r := Reservation{ID: fields[0]}
@@ -82,10 +87,20 @@ func ParseReservation(s string) (Reservation, error) {
 		return bad("object %q has no kind", fields[3])
 	}
 	r.Object.UID = idUID(r.ID)
-	if len(fields) == 5 {
-		uid, ok := strings.CutPrefix(fields[4], "uid=")
-		if !ok {
-			return bad("fifth field %q is not uid=<uid>", fields[4])
+	rest := fields[4:]
+	if len(rest) > 0 {
+		if v, ok := strings.CutPrefix(rest[0], "total="); ok {
+			total, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || total <= 0 {
+				return bad("total %q is not a positive integer", v)
+			}
+			r.Total, rest = total, rest[1:]
+		}
+	}
+	if len(rest) > 0 {
+		uid, ok := strings.CutPrefix(rest[0], "uid=")
+		if !ok || len(rest) > 1 {
+			return bad("field %q is not total=<n> or uid=<uid>, in that order", rest[0])
 		}
 		r.Object.UID = uid
 	}
@@ -121,7 +136,7 @@ func (r *Reservation) UnmarshalJSON(data []byte) error {
 		if err := json.Unmarshal(data, &old); err != nil {
 			return fmt.Errorf("reservation: %w", err)
 		}
-		*r = Reservation(old)
+		*r = Reservation{ID: old.ID, Object: old.Object, Amount: old.Amount, ExpiresAt: old.ExpiresAt}
 		return nil
 	}
 	var s string

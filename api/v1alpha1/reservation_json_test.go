@@ -29,6 +29,16 @@ func TestReservationRoundTrip(t *testing.T) {
 			Object: ObjectRef{APIGroup: "apps", Kind: "Deployment", Namespace: "team-a", Name: "web", UID: "9a1d"}},
 		want: `"9a1d/4/2 500 2026-11-23T02:23:03.123456Z Deployment.apps/team-a/web"`,
 	}, {
+		name: "an update's growth with the total it folds at",
+		r: Reservation{ID: "9a1d/0/8", Amount: 8, Total: 9, ExpiresAt: expires,
+			Object: ObjectRef{Kind: "ConfigMap", Namespace: "team-a", Name: "a", UID: "9a1d"}},
+		want: `"9a1d/0/8 8 2026-11-23T02:23:03.123456Z ConfigMap/team-a/a total=9"`,
+	}, {
+		name: "a total and another uid",
+		r: Reservation{ID: "claim-2/0/1", Amount: 1, Total: 3, ExpiresAt: expires,
+			Object: ObjectRef{Kind: "ConfigMap", Namespace: "team-a", Name: "a", UID: "other"}},
+		want: `"claim-2/0/1 1 2026-11-23T02:23:03.123456Z ConfigMap/team-a/a total=3 uid=other"`,
+	}, {
 		name: "a cluster-scoped object of a dotted group",
 		r: Reservation{ID: "c3", Amount: 1, ExpiresAt: expires,
 			Object: ObjectRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Project", Name: "p1", UID: "c3"}},
@@ -65,7 +75,7 @@ func TestReservationRoundTrip(t *testing.T) {
 // A reservation that does not read is an error naming it and what is wrong,
 // so a bucket the ledger cannot understand fails the decision closed.
 func TestParseReservationRefuses(t *testing.T) {
-	const want = `; want "<id> <amount> <expiresAt> <kind>[.<apiGroup>]/[<namespace>/]<name>"`
+	const want = `; want "<id> <amount> <expiresAt> <kind>[.<apiGroup>]/[<namespace>/]<name> [total=<n>] [uid=<uid>]"`
 	for in, msg := range map[string]string{
 		"a 1 2026-11-23T02:23:03.123456Z":                            `reservation "a 1 2026-11-23T02:23:03.123456Z": 3 fields`,
 		" 1 2026-11-23T02:23:03.123456Z Pod/n/p":                     `reservation " 1 2026-11-23T02:23:03.123456Z Pod/n/p": empty id`,
@@ -74,7 +84,9 @@ func TestParseReservationRefuses(t *testing.T) {
 		"a 1 tomorrow Pod/n/p":                                       `reservation "a 1 tomorrow Pod/n/p": expiresAt "tomorrow" is not an RFC 3339 time`,
 		"a 1 2026-11-23T02:23:03.123456Z Pod":                        `reservation "a 1 2026-11-23T02:23:03.123456Z Pod": object "Pod" is not <kind>[.<apiGroup>]/[<namespace>/]<name>`,
 		"a 1 2026-11-23T02:23:03.123456Z .apps/n/p":                  `reservation "a 1 2026-11-23T02:23:03.123456Z .apps/n/p": object ".apps/n/p" has no kind`,
-		"a 1 2026-11-23T02:23:03.123456Z Pod/n/p owner=x":            `reservation "a 1 2026-11-23T02:23:03.123456Z Pod/n/p owner=x": fifth field "owner=x" is not uid=<uid>`,
+		"a 1 2026-11-23T02:23:03.123456Z Pod/n/p owner=x":            `reservation "a 1 2026-11-23T02:23:03.123456Z Pod/n/p owner=x": field "owner=x" is not total=<n> or uid=<uid>, in that order`,
+		"a 1 2026-11-23T02:23:03.123456Z Pod/n/p total=0":            `reservation "a 1 2026-11-23T02:23:03.123456Z Pod/n/p total=0": total "0" is not a positive integer`,
+		"a 1 2026-11-23T02:23:03.123456Z Pod/n/p uid=x total=2":      `reservation "a 1 2026-11-23T02:23:03.123456Z Pod/n/p uid=x total=2": field "uid=x" is not total=<n> or uid=<uid>, in that order`,
 	} {
 		if _, err := ParseReservation(in); err == nil || err.Error() != msg+want {
 			t.Errorf("ParseReservation(%q): %v\nwant %s", in, err, msg+want)

@@ -44,6 +44,7 @@ func toBucket(key ledger.BucketKey, obj *quotav1alpha1.AllowanceBucket) ledger.B
 				ClaimID:   r.ID,
 				Object:    ledgerconv.Object(r.Object),
 				Amount:    r.Amount,
+				Total:     r.Total,
 				ExpiresAt: r.ExpiresAt.Time,
 			}
 		}
@@ -88,6 +89,7 @@ func writeStatus(obj *quotav1alpha1.AllowanceBucket, b ledger.Bucket, now metav1
 			ID:        id,
 			Object:    ledgerconv.ObjectRef(r.Object),
 			Amount:    r.Amount,
+			Total:     r.Total,
 			ExpiresAt: metav1.NewMicroTime(r.ExpiresAt),
 		})
 	}

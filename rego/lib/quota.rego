@@ -332,10 +332,16 @@ config_errors contains s.error if {
 # ---------------------------------------------------------------------------
 # The claim
 
-claim(amount) := {
-	"id": claim_id(amount),
+# claim(n, total) reserves n in every scope's bucket. For an UPDATE, n is
+# the growth and total what the object counts once the update is in place:
+# the observer folds the reservation only once it counts the object at total
+# or more, so an update in flight stays reserved even where the generation
+# cannot tell (a kind without metadata.generation, or an amount read from
+# metadata). 0 for a CREATE.
+claim(n, total) := {
+	"id": claim_id(n),
 	"object": object_ref,
-	"requests": [request(s, amount) | some s in scopes],
+	"requests": [object.union(request(s, n), {"total": total}) | some s in scopes],
 }
 
 request(s, amount) := {
@@ -360,13 +366,19 @@ violations(amount, old_amount) := set() if {
 } else := {config_violation(m)} if {
 	is_scale
 	m := scale_error
-} else := admission_violations(requested(amount, old_amount)) if {
+} else := admission_violations(requested(amount, old_amount), update_total(amount)) if {
 	mode in {"reserve", "check"}
 } else := audit_violations if {
 	mode == "audit"
 } else := set()
 
 requested(amount, _) := amount if operation == "CREATE"
+
+# What an UPDATE's object counts once the update is in place (claim's total).
+update_total(amount) := amount if {
+	operation == "UPDATE"
+	is_number(amount)
+} else := 0
 
 requested(amount, old_amount) := growth(amount, old_amount) if operation == "UPDATE"
 
@@ -377,7 +389,7 @@ growth(amount, old_amount) := amount - old_amount if {
 	not is_number(amount)
 } else := old_amount
 
-admission_violations(n) := {amount_violation(n)} if {
+admission_violations(n, total) := {amount_violation(n)} if {
 	not is_number(n)
 } else := {amount_violation(n)} if {
 	n != floor(n)
@@ -388,7 +400,7 @@ admission_violations(n) := {amount_violation(n)} if {
 } else := {uid_violation} if {
 	mode == "reserve"
 	object_uid == ""
-} else := decision_violations(quota.reserve(claim(n))) if {
+} else := decision_violations(quota.reserve(claim(n, total))) if {
 	mode == "reserve"
 } else := check_violations(n)
 

@@ -132,13 +132,14 @@ test_mode_delete_does_nothing if {
 # The claim
 
 test_claim_for_create if {
-	quotalib.claim(1) == {
+	quotalib.claim(1, 0) == {
 		"id": "uid-1",
 		"object": {"apiGroup": "", "kind": "Pod", "namespace": "team-a", "name": "p1", "uid": "uid-1"},
 		"requests": [{
 			"consumer": {"apiGroup": "", "kind": "Namespace", "name": "team-a", "namespace": ""},
 			"resourceType": "core/pods",
 			"amount": 1,
+			"total": 0,
 			"dimensions": {},
 		}],
 	}
@@ -182,19 +183,21 @@ test_claim_one_request_per_consumer_in_order if {
 		],
 	}
 	labels := {"resourcemanager.miloapis.com/project": "web", "resourcemanager.miloapis.com/organization": "acme"}
-	c := quotalib.claim(1) with input as inp(admission("CREATE", "req-1", pod("team-a", "p1", "uid-1")), params)
+	c := quotalib.claim(1, 0) with input as inp(admission("CREATE", "req-1", pod("team-a", "p1", "uid-1")), params)
 		with data.inventory as inventory("team-a", labels)
 	c.requests == [
 		{
 			"consumer": {"apiGroup": "resourcemanager.miloapis.com", "kind": "Project", "name": "web", "namespace": ""},
 			"resourceType": "core/pods-per-project",
 			"amount": 1,
+			"total": 0,
 			"dimensions": {"tier": "gold"},
 		},
 		{
 			"consumer": {"apiGroup": "resourcemanager.miloapis.com", "kind": "Organization", "name": "acme", "namespace": ""},
 			"resourceType": "core/pods",
 			"amount": 1,
+			"total": 0,
 			"dimensions": {"tier": "gold", "region": "eu"},
 		},
 	]

@@ -37,12 +37,26 @@ var configMapCreates = admissionregistrationv1.RuleWithOperations{
 // appears.
 func denyLater(t *testing.T, namespace string, rule admissionregistrationv1.RuleWithOperations) {
 	t.Helper()
+	laterWebhook(t, "deny-later", namespace, rule, func(_ context.Context, obj metav1.PartialObjectMetadata) *admissionv1.AdmissionResponse {
+		if obj.Labels[denyLaterLabel] != "true" {
+			return &admissionv1.AdmissionResponse{Allowed: true}
+		}
+		return &admissionv1.AdmissionResponse{Result: &metav1.Status{Message: "denied later in the admission chain", Code: http.StatusForbidden}}
+	})
+}
+
+// laterWebhook serves a second validating webhook (Fail, 30 s timeout) for
+// requests in namespace that rule matches, answering each with answer, which
+// sees the request's object and a context that ends with the API server's
+// request. The webhook's configuration goes with the test.
+func laterWebhook(t *testing.T, name, namespace string, rule admissionregistrationv1.RuleWithOperations, answer func(context.Context, metav1.PartialObjectMetadata) *admissionv1.AdmissionResponse) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/deny", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/"+name, func(w http.ResponseWriter, r *http.Request) {
 		var review admissionv1.AdmissionReview
 		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -50,10 +64,8 @@ func denyLater(t *testing.T, namespace string, rule admissionregistrationv1.Rule
 		}
 		var obj metav1.PartialObjectMetadata
 		_ = json.Unmarshal(review.Request.Object.Raw, &obj)
-		resp := &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: obj.Labels[denyLaterLabel] != "true"}
-		if !resp.Allowed {
-			resp.Result = &metav1.Status{Message: "denied later in the admission chain", Code: http.StatusForbidden}
-		}
+		resp := answer(r.Context(), obj)
+		resp.UID = review.Request.UID
 		review.Response, review.Request = resp, nil
 		_ = json.NewEncoder(w).Encode(review)
 	})
@@ -66,22 +78,26 @@ func denyLater(t *testing.T, namespace string, rule admissionregistrationv1.Rule
 	}()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	url := "https://" + l.Addr().String() + "/deny"
+	url := "https://" + l.Addr().String() + "/" + name
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
-	create(t, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-deny-later-" + namespace},
+	timeout := int32(30)
+	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + name + "-" + namespace},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name:                    "deny-later.e2e.quota",
+			Name:                    name + ".e2e.quota",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: cluster.CAData()},
 			AdmissionReviewVersions: []string{"v1"},
 			SideEffects:             &none,
 			FailurePolicy:           &fail,
+			TimeoutSeconds:          &timeout,
 			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
 				"kubernetes.io/metadata.name": namespace}},
 			Rules: []admissionregistrationv1.RuleWithOperations{rule},
 		}},
-	})
+	}
+	create(t, config)
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), config) })
 }
 
 // A reservation whose object never appears expires and returns its amount;

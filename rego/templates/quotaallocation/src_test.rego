@@ -15,7 +15,7 @@ params := {"resourceType": "core/requests.cpu", "amount": {"resource": "cpu", "r
 # Reports what it was asked to reserve, as a refusal.
 echo(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [object.union(claim.requests[0], {
 	"bucket": "b", "reason": "QuotaExceeded", "limit": 0, "allocated": 0, "reserved": 0, "available": 0,
-	"message": sprintf("reserve %s %d", [claim.id, claim.requests[0].amount]),
+	"message": sprintf("reserve %s %d total %d", [claim.id, claim.requests[0].amount, claim.requests[0].total]),
 })]}
 
 review(op, new, old) := {"uid": "req-2", "operation": op, "kind": {"group": "apps", "version": "v1", "kind": "Deployment"}, "object": new, "oldObject": old}
@@ -23,13 +23,29 @@ review(op, new, old) := {"uid": "req-2", "operation": op, "kind": {"group": "app
 test_create_reserves_replicas_times_requests if {
 	msgs := {v.msg | some v in quotaallocation.violation} with input as {"review": review("CREATE", deployment(3), null), "parameters": params}
 		with quota.reserve as echo
-	msgs == {"quota exceeded for Namespace team-a: reserve uid-web 1500; see kubectl quota usage -n team-a"}
+	msgs == {"quota exceeded for Namespace team-a: reserve uid-web 1500 total 0; see kubectl quota usage -n team-a"}
 }
 
 test_update_reserves_the_growth_from_the_old_object_under_the_new_generation_and_growth if {
 	msgs := {v.msg | some v in quotaallocation.violation} with input as {"review": review("UPDATE", deployment(4), deployment(3)), "parameters": params}
 		with quota.reserve as echo
-	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4/500 500; see kubectl quota usage -n team-a"}
+	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4/500 500 total 2000; see kubectl quota usage -n team-a"}
+}
+
+# A kind without metadata.generation (a ConfigMap) keeps generation 0
+# through every update: the total (what it counts once the update is in
+# place) is what holds the reservation until the observer counts it there.
+units(n) := {
+	"apiVersion": "v1", "kind": "ConfigMap",
+	"metadata": {"name": "a", "namespace": "team-a", "uid": "uid-a", "annotations": {"units": sprintf("%d", [n])}},
+}
+
+test_update_of_a_kind_without_generation_reserves_the_growth_with_its_total if {
+	p := {"resourceType": "e2e/units", "amount": {"path": ["metadata", "annotations", "units"]}}
+	r := {"uid": "req-4", "operation": "UPDATE", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"}, "object": units(9), "oldObject": units(1)}
+	msgs := {v.msg | some v in quotaallocation.violation} with input as {"review": r, "parameters": p}
+		with quota.reserve as echo
+	msgs == {"quota exceeded for Namespace team-a: reserve uid-a/0/8 8 total 9; see kubectl quota usage -n team-a"}
 }
 
 test_scaling_down_reserves_nothing if {
@@ -80,5 +96,5 @@ test_scale_reserves_the_growth_under_the_next_generation if {
 	msgs := {v.msg | some v in quotaallocation.violation} with input as {"review": scale_review(scale(4), scale(3)), "parameters": scale_params}
 		with data.inventory as synced_web
 		with quota.reserve as echo
-	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4/500 500; see kubectl quota usage -n team-a"}
+	msgs == {"quota exceeded for Namespace team-a: reserve uid-web/4/500 500 total 2000; see kubectl quota usage -n team-a"}
 }

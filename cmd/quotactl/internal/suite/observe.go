@@ -182,11 +182,11 @@ func (r *Runner) measure(ctx context.Context, s *Suite, t *Test, c *Case, st Ste
 }
 
 // write gives the bucket the sums over the case's objects, folding the
-// reservations of the objects it counts: `<uid>`, and `<uid>/<g>/<growth>` once the
-// object counts at generation g or later.
+// reservations of the objects it counts, by the observer's rule
+// (ledger.Reservation.FoldedBy).
 func (cl *cluster) write(ctx context.Context, key ledger.BucketKey) error {
 	obs := ledger.Observation{ByNamespace: map[string]int64{}}
-	counted := map[string]int64{} // uid -> generation
+	counted := map[string]ledger.CountedAt{}
 	for uid, o := range cl.objects {
 		amount, ok := o.counts[key]
 		if !ok {
@@ -198,15 +198,15 @@ func (cl *cluster) write(ctx context.Context, key ledger.BucketKey) error {
 		}
 		obs.ByNamespace[o.object.GetNamespace()] += amount // bounded by Allocated
 		obs.Count++
-		counted[uid] = o.object.GetGeneration()
+		counted[uid] = ledger.CountedAt{Generation: o.object.GetGeneration(), Amount: amount}
 	}
 	b, _, err := cl.store.Get(ctx, key)
 	if err != nil {
 		return err
 	}
-	for id := range b.Reservations {
-		uid, g, _ := ledger.ReservationFor(id)
-		if gen, counts := counted[uid]; counts && g <= gen {
+	for id, res := range b.Reservations {
+		uid, _, _ := ledger.ReservationFor(id)
+		if c, counts := counted[uid]; counts && res.FoldedBy(c) {
 			obs.Fold = append(obs.Fold, id)
 		}
 	}

@@ -1,0 +1,148 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+)
+
+// Issue 22's cases: ordinary tenant actions that took a consumer past its
+// limit, each checked with exact numbers on the live objects and the bucket.
+
+// configMapUpdates is the webhook rule for updates of ConfigMaps.
+var configMapUpdates = admissionregistrationv1.RuleWithOperations{
+	Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+	Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+}
+
+// unitsAnnotation is where the units quota below reads what a ConfigMap asks for.
+const unitsAnnotation = "e2e.quota/units"
+
+// unitsQuota registers resourceType (claimed by ConfigMaps, counted against
+// namespaces), grants ns limit of it and applies a QuotaAllocation counting
+// each ConfigMap's unitsAnnotation: an amount that an UPDATE changes on a
+// kind without metadata.generation.
+func unitsQuota(t *testing.T, ns, resourceType string, limit int64) quotav1alpha1.ConsumerRef {
+	t.Helper()
+	namespace(t, ns, nil)
+	registration(t, resourceType, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	grant(t, "units", consumer, resourceType, limit)
+	quotaConstraint(t, "QuotaAllocation", ns, map[string]any{
+		"match": map[string]any{
+			"kinds":      []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}},
+			"namespaces": []any{ns},
+		},
+		"parameters": map[string]any{
+			"resourceType": resourceType,
+			"amount":       map[string]any{"path": []any{"metadata", "annotations", unitsAnnotation}},
+		},
+	})
+	return consumer
+}
+
+func unitsConfigMap(ns, name string, units int) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Namespace: ns, Annotations: map[string]string{unitsAnnotation: strconv.Itoa(units)},
+	}}
+}
+
+// liveUnits is the truth the bucket must agree with: the units the live
+// ConfigMaps of ns ask for, read from the API server, not from quotakeeper.
+func liveUnits(t *testing.T, ns string) int64 {
+	t.Helper()
+	var list corev1.ConfigMapList
+	if err := cluster.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, cm := range list.Items {
+		if v, ok := cm.Annotations[unitsAnnotation]; ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("ConfigMap %s: %v", cm.Name, err)
+			}
+			sum += n
+		}
+	}
+	return sum
+}
+
+// Case 1. A ConfigMap has no metadata.generation: every update of it is
+// "at generation 0", where it already counts. The growth of an update still
+// in flight (a slower webhook after Gatekeeper's) must stay reserved until
+// the object counts what the update asked for; folded at once, as it was,
+// another create took the same quota and the namespace held 18 of 10.
+func TestAnUpdateInFlightOfAKindWithoutGenerationStaysReserved(t *testing.T) {
+	const ns, rt = "e2e-nogeneration", "e2e.quota/nogeneration-units"
+	consumer := unitsQuota(t, ns, rt, 10)
+	a := unitsConfigMap(ns, "a", 1)
+	create(t, a)
+	waitBucket(t, consumer, rt, 1, 0)
+
+	// A second webhook holds every update of a ConfigMap here until the
+	// test lets it go (well within the reservation TTL).
+	release := make(chan struct{})
+	laterWebhook(t, "hold-updates", ns, configMapUpdates, func(ctx context.Context, _ metav1.PartialObjectMetadata) *admissionv1.AdmissionResponse {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return &admissionv1.AdmissionResponse{Allowed: true}
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	// An update that Gatekeeper admits and the second webhook holds: a to 9.
+	updated := make(chan error, 1)
+	go func() {
+		grown := unitsConfigMap(ns, "a", 9)
+		grown.ResourceVersion = a.ResourceVersion
+		updated <- cluster.Client.Update(context.Background(), grown)
+	}()
+	waitBucket(t, consumer, rt, 1, 8)
+	st := bucket(t, consumer, rt)
+	wantID := fmt.Sprintf("%s/0/8", a.UID)
+	if len(st.Reservations) != 1 || st.Reservations[0].ID != wantID || st.Reservations[0].Total != 9 {
+		t.Fatalf("reservations %+v, want one, %s with total 9", st.Reservations, wantID)
+	}
+	// The observer sees a still at 1 (it has not changed) and must keep
+	// the growth reserved: give it several writes' time to do otherwise.
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if st := bucket(t, consumer, rt); st.Allocated != 1 || st.Reserved != 8 {
+			t.Fatalf("while the update is in flight: allocated %d reserved %d, want 1 and 8", st.Allocated, st.Reserved)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	err := cluster.Client.Create(context.Background(), unitsConfigMap(ns, "b", 9))
+	wantMsg := "quota exceeded for Namespace " + ns + ": requested 9 of " + rt + ", available 1 of 10 (allocated 1, reserved 8)" + seeEffective(ns, consumer, rt)
+	if err == nil || !strings.Contains(err.Error(), wantMsg) {
+		t.Fatalf("create b with 9 while a grows to 9: %v\nwant the denial %q", err, wantMsg)
+	}
+
+	close(release)
+	if err := <-updated; err != nil {
+		t.Fatalf("update a to 9: %v", err)
+	}
+	waitBucket(t, consumer, rt, 9, 0)
+	if got := liveUnits(t, ns); got != 9 {
+		t.Fatalf("the live ConfigMaps ask for %d units, want 9", got)
+	}
+}

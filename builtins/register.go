@@ -25,6 +25,8 @@ const (
 	DisplayName = "quota.display"
 	// PolicyClaimName renders a ClaimCreationPolicy's claim for one object.
 	PolicyClaimName = "quota.policy_claim"
+	// PodResourcesName says what one pod of an object holds.
+	PodResourcesName = "quota.pod_resources"
 )
 
 var anyObject = types.NewObject(nil, types.NewDynamicProperty(types.S, types.A))
@@ -110,7 +112,18 @@ var (
 		// holds, which change; partial evaluation must not fold it.
 		Nondeterministic: true,
 	}
-	functions = []*rego.Function{reserveFunction, usageFunction, overLimitFunction, quantityFunction, displayFunction, policyClaimFunction}
+	podResourcesFunction = &rego.Function{
+		Name: PodResourcesName,
+		Description: "What one pod of an object holds, by Kubernetes' own rules (k8s.io/component-helpers/resource PodRequests and PodLimits, " +
+			"after the API server's defaulting of a Pod): pod-level resources, requests defaulted from limits, init containers, native sidecars " +
+			"and overhead. The object is a Pod, or a kind with a pod template (spec.template, a CronJob's spec.jobTemplate, a PodTemplate's template). " +
+			"Returns {error} when the object has no pod spec or it is not one; halts when the argument is not an object.",
+		Decl: types.NewFunction(
+			types.Args(types.Named("object", anyObject).Description("a Pod, a workload, a CronJob or a PodTemplate")),
+			types.Named("resources", anyObject).Description("{requests: {name: quantity}, limits: {name: quantity}}: quantity strings, as Kubernetes writes them; or {error}"),
+		),
+	}
+	functions = []*rego.Function{reserveFunction, usageFunction, overLimitFunction, quantityFunction, displayFunction, policyClaimFunction, podResourcesFunction}
 )
 
 var registerOnce sync.Once
@@ -126,6 +139,7 @@ func Register() {
 		rego.RegisterBuiltin2(quantityFunction, quantity)
 		rego.RegisterBuiltin2(displayFunction, display)
 		rego.RegisterBuiltin1(policyClaimFunction, policyClaim)
+		rego.RegisterBuiltin1(podResourcesFunction, podResources)
 	})
 }
 

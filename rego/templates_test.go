@@ -374,8 +374,10 @@ func TestFailsClosed(t *testing.T) {
 		},
 		{
 			name: "unparsable quantity", template: "quotaallocation", params: cpuPerDeployment,
-			req:  request{op: create, uid: "req-1", obj: deployment("team-a", "web", 1, "lots")},
-			want: `eval_builtin_error: quota.quantity: value: "lots": ` + qtyErr.Error(),
+			req: request{op: create, uid: "req-1", obj: deployment("team-a", "web", 1, "lots")},
+			// Denied as a violation that names the object and the field,
+			// not counted 0 (package podresources decodes the pod spec).
+			want: `NO LOCATION: quota: cannot count Deployment "web": spec.template.spec.containers[0].resources.requests[cpu]: "lots": ` + qtyErr.Error(),
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -615,21 +615,30 @@ amount_error(n) := n.error if {
 
 # object_amount(obj) is what obj asks for in the registration's base unit,
 # per parameters.amount: {path} (a quantity at that path; absent counts 0)
-# or {resource, from} (the sum over the pod template's containers and native
-# sidecars of resources[from][resource], from defaulting to "requests"),
+# or {resource, from} (what one of its pods holds of resource, "requests" or
+# "limits" (from's default), by Kubernetes' own rules: quota.pod_resources,
+# which counts pod-level resources, requests defaulted from limits, init
+# containers and sidecars as the scheduler and in-tree ResourceQuota do),
 # times the number at replicasPath when set (absent counts 1), converted
 # with unit (a quantity suffix: "m" for millicores, "" for bytes or counts,
-# "Mi", ...). Quantities are rounded up per value. On a bad specification it
-# is {"error": msg}, which violations reports.
+# "Mi", ...), rounded up. On a bad specification, or an object without a pod
+# spec, it is {"error": msg}, which violations reports: an amount that
+# cannot be told denies, never counts 0.
 object_amount(o) := amount_of(o, object.get(params, "amount", {}))
 
 amount_of(o, spec) := {"error": "parameters.amount: set path or resource"} if {
 	not spec.path
 	not spec.resource
+} else := {"error": sprintf("parameters.amount.from: must be \"requests\" or \"limits\", got %v", [spec.from])} if {
+	spec.resource
+	not object.get(spec, "from", "requests") in {"requests", "limits"}
 } else := {"error": sprintf("replicas at %v: must be a whole number, got %v", [spec.replicasPath, r])} if {
 	spec.replicasPath
 	r := object.get(o, spec.replicasPath, 1)
 	not is_whole(r)
+} else := p if {
+	p := per_object(o, spec)
+	is_object(p)
 } else := per_object(o, spec) * object.get(o, spec.replicasPath, 1) if {
 	spec.replicasPath
 } else := per_object(o, spec)
@@ -648,25 +657,10 @@ per_object(o, spec) := quota.quantity(v, unit(spec)) if {
 	v != null
 } else := 0 if {
 	spec.path
-} else := sum([quota.quantity(q, unit(spec)) |
-	some c in running_containers(pod_spec(o))
-	q := object.get(c, ["resources", object.get(spec, "from", "requests"), spec.resource], null)
-	q != null
-])
+} else := per_pod(quota.pod_resources(o), spec)
 
-# The containers that run for the pod's life: its containers and its native
-# sidecars (init containers with restartPolicy: Always). Other init
-# containers run to completion before the containers start and are not
-# counted.
-running_containers(s) := array.concat(
-	object.get(s, "containers", []),
-	[c | some c in object.get(s, "initContainers", []); object.get(c, "restartPolicy", "") == "Always"],
-)
-
-# The pod spec of a Pod, a workload (Deployment, ReplicaSet, StatefulSet,
-# DaemonSet, Job) or a CronJob.
-pod_spec(o) := s if {
-	s := o.spec.jobTemplate.spec.template.spec
-} else := s if {
-	s := o.spec.template.spec
-} else := object.get(o, "spec", {})
+per_pod(r, spec) := r if {
+	r.error
+} else := quota.quantity(q, unit(spec)) if {
+	q := r[object.get(spec, "from", "requests")][spec.resource]
+} else := 0

@@ -540,15 +540,32 @@ test_amount_from_a_path_in_binary_units if {
 	amount_of({"kind": "PersistentVolumeClaim"}, {"path": ["spec", "storage"], "unit": ""}) == 0
 }
 
-test_amount_counts_native_sidecars_but_not_init_containers if {
+# A pod holds max(its containers and native sidecars, each regular init
+# container with the sidecars started before it), as Kubernetes computes it
+# (quota.pod_resources): here max(500m + 100m, 2 + 100m, 4 + 100m) = 4100m.
+test_amount_counts_init_containers_and_sidecars_as_kubernetes_does if {
 	d := json.patch(deployment(2, [cpu("500m")]), [{"op": "add", "path": "/spec/template/spec/initContainers", "value": [
 		object.union(cpu("100m"), {"name": "proxy", "restartPolicy": "Always"}),
 		object.union(cpu("2"), {"name": "migrate"}),
-		object.union(cpu("4"), {"name": "once", "restartPolicy": "OnFailure"}),
+		object.union(cpu("4"), {"name": "once"}),
 	]}])
-	amount_of(d, {"resource": "cpu", "replicasPath": ["spec", "replicas"], "unit": "m"}) == 1200
+	amount_of(d, {"resource": "cpu", "replicasPath": ["spec", "replicas"], "unit": "m"}) == 8200
 	p := {"kind": "Pod", "spec": {"initContainers": [object.union(cpu("250m"), {"restartPolicy": "Always"})]}}
 	amount_of(p, {"resource": "cpu", "unit": "m"}) == 250
+}
+
+# Issue 22, case 2: each of these counted 0 with a sum over containers.
+test_amount_counts_pod_level_resources_and_limits_only_containers if {
+	spec := {"resource": "cpu", "replicasPath": ["spec", "replicas"], "unit": "m"}
+	pod_level := json.patch(deployment(4, [{"name": "app"}]), [{"op": "add", "path": "/spec/template/spec/resources", "value": {"requests": {"cpu": "1"}}}])
+	amount_of(pod_level, spec) == 4000
+	limits_only := deployment(4, [{"name": "app", "resources": {"limits": {"cpu": "1"}}}])
+	amount_of(limits_only, spec) == 4000
+}
+
+test_amount_of_an_object_without_a_pod_spec_is_an_error if {
+	amount_of({"kind": "ConfigMap"}, {"resource": "cpu", "unit": "m"}) == {"error": "no pod template: looked at spec.jobTemplate.spec.template.spec, spec.template.spec and template.spec (a Pod's own spec for kind Pod)"}
+	amount_of(deployment(1, [cpu("1")]), {"resource": "cpu", "from": "limit"}) == {"error": "parameters.amount.from: must be \"requests\" or \"limits\", got limit"}
 }
 
 test_amount_of_a_pod_and_a_cronjob if {

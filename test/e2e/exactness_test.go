@@ -10,8 +10,11 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -144,5 +147,45 @@ func TestAnUpdateInFlightOfAKindWithoutGenerationStaysReserved(t *testing.T) {
 	waitBucket(t, consumer, rt, 9, 0)
 	if got := liveUnits(t, ns); got != 9 {
 		t.Fatalf("the live ConfigMaps ask for %d units, want 9", got)
+	}
+}
+
+// Case 2. What a Deployment's pods hold of CPU is what Kubernetes computes
+// (k8s.io/component-helpers/resource): pod-level resources, requests
+// defaulted from limits, and a regular init container larger than the
+// containers each count. A sum over the template's containers counted each
+// of these 0, and 4 replicas of a core were admitted under 2 cores.
+func TestPodRequestsCountAsKubernetesComputesThem(t *testing.T) {
+	const ns, rt = "e2e-podrequests", "e2e.quota/podrequests-cpu"
+	consumer := cpuQuota(t, ns, rt, 2000)
+	core := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	podLevel := deployment(ns, "pod-level", 4, "0")
+	podLevel.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+	podLevel.Spec.Template.Spec.Resources = &corev1.ResourceRequirements{Requests: core}
+	limitsOnly := deployment(ns, "limits-only", 4, "0")
+	limitsOnly.Spec.Template.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: core}
+	initContainer := deployment(ns, "init-container", 4, "100m")
+	initContainer.Spec.Template.Spec.InitContainers = []corev1.Container{{
+		Name: "migrate", Image: "registry.example.com/migrate:1.0", Resources: corev1.ResourceRequirements{Requests: core},
+	}}
+	want := "quota exceeded for Namespace " + ns + ": requested 4000 of " + rt + ", available 2000 of 2000 (allocated 0, reserved 0)" +
+		"; in cores (1000 millicores each): requested 4, available 2 of 2 (allocated 0, reserved 0)" + seeEffective(ns, consumer, rt)
+	for _, d := range []*appsv1.Deployment{podLevel, limitsOnly, initContainer} {
+		err := cluster.Client.Create(context.Background(), d)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Deployment %s of 4 pods holding a core each under 2 cores: %v\nwant the denial %q", d.Name, err, want)
+		}
+	}
+
+	// Two such pods fit exactly, and are counted at what they hold.
+	podLevel.Spec.Replicas = ptr.To[int32](2)
+	create(t, podLevel)
+	waitBucket(t, consumer, rt, 2000, 0)
+	var list appsv1.DeploymentList
+	if err := cluster.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "pod-level" {
+		t.Fatalf("live Deployments %d, want only pod-level", len(list.Items))
 	}
 }

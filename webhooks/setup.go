@@ -1,5 +1,6 @@
 // Package webhooks keeps bad quota objects out: validating webhooks for
-// registrations, grants, claims and creation policies, the guard on
+// registrations, grants, claims, creation policies and QuotaAllocation
+// constraints, the guard on
 // namespaces' consumer labels, and the mutating webhook that gives every
 // claim its finalizer. The webhooks are adapters: the rules live in package
 // validation, which the controllers and quotactl apply too. What is the
@@ -13,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 )
@@ -88,5 +90,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Recorder: mgr.GetEventRecorder("quotakeeper-bypass-webhook"), Constraints: mgr.GetAPIReader()}).Complete(); err != nil {
 		return fmt.Errorf("quota bypass webhook: %w", err)
 	}
+	mgr.GetWebhookServer().Register(quotaAllocationPath, &webhook.Admission{Handler: QuotaAllocationValidator{}})
 	return nil
 }

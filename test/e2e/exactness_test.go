@@ -12,12 +12,16 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // Issue 22's cases: ordinary tenant actions that took a consumer past its
@@ -187,5 +191,44 @@ func TestPodRequestsCountAsKubernetesComputesThem(t *testing.T) {
 	}
 	if len(list.Items) != 1 || list.Items[0].Name != "pod-level" {
 		t.Fatalf("live Deployments %d, want only pod-level", len(list.Items))
+	}
+}
+
+// Case 3. A QuotaAllocation that counts replicas but does not match the
+// autoscaling/v1 Scale kind let `kubectl scale --replicas=20` through
+// unchecked (10000m of 2000m), as two shipped samples did. The manager's
+// webhook now refuses such a constraint, saying what to add; the checked
+// scale itself is TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas.
+func TestACountOfReplicasThatLeavesScaleUncheckedIsRefused(t *testing.T) {
+	c := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "constraints.gatekeeper.sh/v1beta1",
+		"kind":       "QuotaAllocation",
+		"metadata":   map[string]any{"name": "e2e-scale-unchecked"},
+		"spec": map[string]any{
+			"match": map[string]any{"kinds": []any{map[string]any{"apiGroups": []any{"apps"}, "kinds": []any{"Deployment"}}}},
+			"parameters": map[string]any{
+				"resourceType": "e2e.quota/scale-unchecked-cpu",
+				"amount":       map[string]any{"resource": "cpu", "replicasPath": []any{"spec", "replicas"}, "unit": "m"},
+			},
+		},
+	}}
+	// The constraint kind exists once Gatekeeper has made it from the template.
+	var err error
+	testenv.Eventually(t, time.Minute, "QuotaAllocation served", func() error {
+		if err = cluster.Client.Create(context.Background(), c.DeepCopy()); meta.IsNoMatchError(err) {
+			return err
+		}
+		return nil
+	})
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), c) })
+	want := `QuotaAllocation.constraints.gatekeeper.sh "e2e-scale-unchecked" is invalid: [` +
+		`spec.match.kinds: Required value: a QuotaAllocation whose amount depends on replicas (parameters.amount.replicasPath) must also match {apiGroups: ["autoscaling"], kinds: ["Scale"]}: ` +
+		`kubectl scale and autoscalers change replicas through the scale subresource, which Gatekeeper reviews as an autoscaling/v1 Scale, ` +
+		`spec.parameters.scaleTargets: Required value: must list {apiGroup: "apps", kind: "Deployment"} (matched in spec.match.kinds[0]): its Scales are checked only for the kinds listed here]`
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("create: %v\nwant Invalid: %s", err, want)
+	}
+	if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(c), c.DeepCopy()); !apierrors.IsNotFound(err) {
+		t.Fatalf("the refused constraint: %v, want NotFound", err)
 	}
 }

@@ -39,29 +39,25 @@ var deploymentUpdates = admissionregistrationv1.RuleWithOperations{
 // both.
 var cores = quotav1alpha1.Units{BaseUnit: "millicores", DisplayUnit: "cores", UnitConversionFactor: 1000}
 
+// The constraint also checks the Deployments' scale subresource, as
+// docs/policy-authoring.md shows and the manager's webhook requires of a
+// count of replicas: autoscaling/Scale in match.kinds and Deployment in
+// parameters.scaleTargets.
 func cpuQuota(t *testing.T, ns, resourceType string, amount int64) quotav1alpha1.ConsumerRef {
-	t.Helper()
-	return cpuQuotaOf(t, ns, resourceType, amount, false)
-}
-
-// cpuQuotaOf is cpuQuota; with checkScale the constraint also checks the
-// Deployments' scale subresource, as docs/policy-authoring.md shows:
-// autoscaling/Scale in match.kinds and Deployment in parameters.scaleTargets.
-func cpuQuotaOf(t *testing.T, ns, resourceType string, amount int64, checkScale bool) quotav1alpha1.ConsumerRef {
 	t.Helper()
 	namespace(t, ns, nil)
 	registrationIn(t, cores, resourceType, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer,
 		quotav1alpha1.GroupKind{APIGroup: "apps", Kind: "Deployment"})
 	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
 	grant(t, "cpu", consumer, resourceType, amount)
-	kinds := []any{map[string]any{"apiGroups": []any{"apps"}, "kinds": []any{"Deployment"}}}
+	kinds := []any{
+		map[string]any{"apiGroups": []any{"apps"}, "kinds": []any{"Deployment"}},
+		map[string]any{"apiGroups": []any{"autoscaling"}, "kinds": []any{"Scale"}},
+	}
 	parameters := map[string]any{
 		"resourceType": resourceType,
 		"amount":       map[string]any{"resource": "cpu", "replicasPath": []any{"spec", "replicas"}, "unit": "m"},
-	}
-	if checkScale {
-		kinds = append(kinds, map[string]any{"apiGroups": []any{"autoscaling"}, "kinds": []any{"Scale"}})
-		parameters["scaleTargets"] = []any{map[string]any{"apiGroup": "apps", "kind": "Deployment"}}
+		"scaleTargets": []any{map[string]any{"apiGroup": "apps", "kind": "Deployment"}},
 	}
 	quotaConstraint(t, "QuotaAllocation", ns, map[string]any{
 		"match":      map[string]any{"kinds": kinds, "namespaces": []any{ns}},
@@ -213,7 +209,7 @@ func denial(constraint, msg string) string {
 // counted, and the bucket settles at exactly the grant.
 func TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas(t *testing.T) {
 	const ns, rt = "e2e-scale-subresource", "e2e.quota/scale-subresource-cpu"
-	consumer := cpuQuotaOf(t, ns, rt, 2000, true)
+	consumer := cpuQuota(t, ns, rt, 2000)
 	web := deployment(ns, "web", 3, "500m")
 	create(t, web)
 	waitBucket(t, consumer, rt, 1500, 0)

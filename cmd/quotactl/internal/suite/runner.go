@@ -15,6 +15,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/validation"
 )
 
 // Runner runs suites. Reviews go through gator's verify.Runner, over a file
@@ -77,6 +78,10 @@ func (r *Runner) runTest(ctx context.Context, filter verify.Filter, s *Suite, t 
 		return res
 	}
 	res := verify.TestResult{Name: t.Name}
+	if err := r.checkConstraint(s, t); err != nil {
+		res.Error, res.Runtime = err, verify.Duration(time.Since(start))
+		return res
+	}
 	for i := range t.Cases {
 		c := &t.Cases[i]
 		if c.Skip || !filter.MatchesCase(t.Name, c.Name) {
@@ -93,6 +98,23 @@ func (r *Runner) runTest(ctx context.Context, filter verify.Filter, s *Suite, t 
 	}
 	res.Runtime = verify.Duration(time.Since(start))
 	return res
+}
+
+// checkConstraint judges the test's constraint as the manager's webhook
+// would (package validation), so a sample the cluster would refuse fails
+// its suite too.
+func (r *Runner) checkConstraint(s *Suite, t *Test) error {
+	c, err := r.readObject(path.Join(path.Dir(s.path), t.Constraint))
+	if err != nil {
+		return err
+	}
+	if c.GetKind() != "QuotaAllocation" {
+		return nil
+	}
+	if errs := validation.ValidateQuotaAllocation(c); len(errs) > 0 {
+		return fmt.Errorf("constraint %s: the manager's webhook would refuse it: %w", t.Constraint, errs.ToAggregate())
+	}
+	return nil
 }
 
 // runCase reviews the case's object, or each of its steps, against a fresh

@@ -1,0 +1,72 @@
+package webhooks
+
+import (
+	"context"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/quotakeeper/quotakeeper/validation"
+)
+
+// +kubebuilder:webhook:path=/validate-constraints-gatekeeper-sh-v1beta1-quotaallocation,mutating=false,failurePolicy=fail,sideEffects=None,groups=constraints.gatekeeper.sh,resources=quotaallocation,verbs=create;update,versions=v1beta1,name=vquotaallocation.quota.miloapis.com,admissionReviewVersions=v1
+
+// quotaAllocationPath is the path of QuotaAllocationValidator, as its
+// kubebuilder marker says. The resource is "quotaallocation": Gatekeeper
+// names a constraint CRD's plural after the kind in lower case, unpluralised.
+const quotaAllocationPath = "/validate-constraints-gatekeeper-sh-v1beta1-quotaallocation"
+
+// quotaAllocationKind is the constraint kind the quotaallocation template makes.
+var quotaAllocationKind = schema.GroupKind{Group: "constraints.gatekeeper.sh", Kind: "QuotaAllocation"}
+
+// QuotaAllocationValidator refuses a QuotaAllocation constraint whose count
+// a tenant could walk past (validation.ValidateQuotaAllocation): one that
+// counts replicas but leaves the scale subresource unchecked. Gatekeeper
+// makes the constraint's kind from the template at run time, so the webhook
+// reads it as unstructured data, not as a Go type.
+type QuotaAllocationValidator struct{}
+
+var _ admission.Handler = QuotaAllocationValidator{}
+
+func (QuotaAllocationValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+	c := &unstructured.Unstructured{}
+	if err := c.UnmarshalJSON(req.Object.Raw); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	errs := validation.ValidateQuotaAllocation(c)
+	if len(errs) == 0 {
+		return admission.Allowed("")
+	}
+	// A constraint made before this rule (or before the webhook) may still
+	// be edited for something else (a QuotaBypass relaxes it): an update
+	// that adds no problem passes, with the problems as warnings.
+	if req.Operation == admissionv1.Update {
+		old := &unstructured.Unstructured{}
+		if err := old.UnmarshalJSON(req.OldObject.Raw); err == nil && sameErrors(validation.ValidateQuotaAllocation(old), errs) {
+			warnings := make([]string, len(errs))
+			for i, e := range errs {
+				warnings[i] = e.Error()
+			}
+			return admission.Allowed("").WithWarnings(warnings...)
+		}
+	}
+	st := apierrors.NewInvalid(quotaAllocationKind, c.GetName(), errs)
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &st.ErrStatus}}
+}
+
+func sameErrors(a, b field.ErrorList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Error() != b[i].Error() {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,62 @@
+package webhooks
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+const (
+	uncheckedScale = `{"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "QuotaAllocation", "metadata": {"name": "cpu"},
+		"spec": {"match": {"kinds": [{"apiGroups": ["apps"], "kinds": ["Deployment"]}]},
+		"parameters": {"amount": {"resource": "cpu", "replicasPath": ["spec", "replicas"]}}}}`
+	checkedScale = `{"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "QuotaAllocation", "metadata": {"name": "cpu"},
+		"spec": {"match": {"kinds": [{"apiGroups": ["apps"], "kinds": ["Deployment"]}, {"apiGroups": ["autoscaling"], "kinds": ["Scale"]}]},
+		"parameters": {"scaleTargets": [{"apiGroup": "apps", "kind": "Deployment"}], "amount": {"resource": "cpu", "replicasPath": ["spec", "replicas"]}}}}`
+	// uncheckedScale relaxed by a QuotaBypass: a change that adds no problem.
+	uncheckedScaleWarned = `{"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "QuotaAllocation", "metadata": {"name": "cpu"},
+		"spec": {"enforcementAction": "warn", "match": {"kinds": [{"apiGroups": ["apps"], "kinds": ["Deployment"]}]},
+		"parameters": {"amount": {"resource": "cpu", "replicasPath": ["spec", "replicas"]}}}}`
+)
+
+func TestQuotaAllocationValidator(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		op             admissionv1.Operation
+		object, old    string
+		allowed        bool
+		inMessage      string
+		warningsPrefix string
+	}{
+		{name: "a create that leaves the scale unchecked", op: admissionv1.Create, object: uncheckedScale,
+			inMessage: `QuotaAllocation.constraints.gatekeeper.sh "cpu" is invalid: [spec.match.kinds: Required value: a QuotaAllocation whose amount depends on replicas`},
+		{name: "a create that checks it", op: admissionv1.Create, object: checkedScale, allowed: true},
+		{name: "an update that breaks it", op: admissionv1.Update, object: uncheckedScale, old: checkedScale,
+			inMessage: "spec.parameters.scaleTargets: Required value"},
+		{name: "an update of a constraint made before the rule, adding no problem", op: admissionv1.Update, object: uncheckedScaleWarned, old: uncheckedScale,
+			allowed: true, warningsPrefix: "spec.match.kinds: Required value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				Operation: tc.op, Object: runtime.RawExtension{Raw: []byte(tc.object)},
+			}}
+			if tc.old != "" {
+				req.OldObject = runtime.RawExtension{Raw: []byte(tc.old)}
+			}
+			resp := QuotaAllocationValidator{}.Handle(context.Background(), req)
+			if resp.Allowed != tc.allowed {
+				t.Fatalf("allowed %v, want %v: %+v", resp.Allowed, tc.allowed, resp.Result)
+			}
+			if tc.inMessage != "" && (resp.Result == nil || !strings.Contains(resp.Result.Message, tc.inMessage)) {
+				t.Errorf("message %+v, want it to contain %q", resp.Result, tc.inMessage)
+			}
+			if tc.warningsPrefix != "" && (len(resp.Warnings) != 2 || !strings.HasPrefix(resp.Warnings[0], tc.warningsPrefix)) {
+				t.Errorf("warnings %q, want two, the first beginning %q", resp.Warnings, tc.warningsPrefix)
+			}
+		})
+	}
+}

@@ -434,6 +434,36 @@ claim_violations(requests, metadata) := set() if {
 	mode == "audit"
 } else := set()
 
+# growth_requests(new, old) is one request per bucket whose amount grows
+# from the requests old to the requests new: the growth as amount, and what
+# the object counts there once the update is in place as total (see claim).
+growth_requests(new, old) := [object.union(q, {"amount": n - o, "total": n}) |
+	some q, n in bucket_amounts(new)
+	o := object.get(bucket_amounts(old), [q], 0)
+	n > o
+]
+
+# growth_violations(requests, metadata) is the set of {msg, details} for an
+# UPDATE of an object whose template states its claim itself (QuotaClaimPolicy):
+# requests, from growth_requests, are reserved as one claim under
+# `<uid>/<generation>/<growth>` (the growth summed over the buckets), a dry
+# run checks them read-only.
+growth_violations(requests, metadata) := set() if {
+	count(requests) == 0
+} else := {uid_violation} if {
+	mode == "reserve"
+	object_uid == ""
+} else := decision_violations(quota.reserve({
+	"id": claim_id(sum([r.amount | some r in requests])),
+	"object": object_ref,
+	"requests": requests,
+	"metadata": metadata,
+})) if {
+	mode == "reserve"
+} else := requests_check_violations(requests) if {
+	mode == "check"
+} else := set()
+
 decision_violations(d) := set() if {
 	d.granted
 } else := vs if {

@@ -17,10 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -230,5 +232,47 @@ func TestACountOfReplicasThatLeavesScaleUncheckedIsRefused(t *testing.T) {
 	}
 	if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(c), c.DeepCopy()); !apierrors.IsNotFound(err) {
 		t.Fatalf("the refused constraint: %v, want NotFound", err)
+	}
+}
+
+// Case 4. A ClaimCreationPolicy counting a ConfigMap's payload in bytes
+// (8 of them): created at 1 byte, patched to 40, the update passed (the
+// template reviewed only CREATE) and the observer counted 40 of 8. An
+// UPDATE now reserves what grows, and is denied past the limit.
+func TestAClaimPolicyUpdateReservesWhatGrows(t *testing.T) {
+	const ns, rt = "e2e-ccp-update", "e2e.quota/ccp-update-bytes"
+	namespace(t, ns, nil)
+	registration(t, rt, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	grant(t, "bytes", consumer, rt, 8)
+	claimPolicy(t, builders.ClaimPolicy("e2e-ccp-update-bytes", "v1", "ConfigMap",
+		quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.namespace }}"}).
+		Condition(`trigger.metadata.namespace == "`+ns+`"`).
+		Request(rt, intstr.FromString("{{ size(trigger.data.payload) }}")).Obj())
+
+	withPayload := func(name string, n int) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"payload": strings.Repeat("x", n)}}
+	}
+	create(t, withPayload("a", 1))
+	waitBucket(t, consumer, rt, 1, 0)
+
+	grown := withPayload("a", 40)
+	err := cluster.Client.Update(context.Background(), grown)
+	want := denial("e2e-ccp-update-bytes", "quota exceeded for Namespace "+ns+": requested 39 of "+rt+", available 7 of 8 (allocated 1, reserved 0)"+seeEffective(ns, consumer, rt))
+	if !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("patch a from 1 byte to 40: %v\nwant %s", err, want)
+	}
+	// Growth within the limit is admitted and counted; shrinking is free.
+	if err := cluster.Client.Update(context.Background(), withPayload("a", 8)); err != nil {
+		t.Fatalf("patch a to 8 bytes: %v", err)
+	}
+	waitBucket(t, consumer, rt, 8, 0)
+	if err := cluster.Client.Update(context.Background(), withPayload("a", 2)); err != nil {
+		t.Fatalf("patch a to 2 bytes: %v", err)
+	}
+	waitBucket(t, consumer, rt, 2, 0)
+	a := &corev1.ConfigMap{}
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "a"}, a); err != nil || len(a.Data["payload"]) != 2 {
+		t.Fatalf("the live ConfigMap a: %v, payload %d bytes, want 2", err, len(a.Data["payload"]))
 	}
 }

@@ -69,8 +69,8 @@ test_a_policy_error_denies_with_its_message if {
 	got == {`quota: ClaimCreationPolicy "configmaps": spec.target...: no such key: payload`}
 }
 
-test_updates_deletes_and_connects_claim_nothing_and_evaluate_no_policy if {
-	every op in ["UPDATE", "DELETE", "CONNECT"] {
+test_deletes_and_connects_claim_nothing_and_evaluate_no_policy if {
+	every op in ["DELETE", "CONNECT"] {
 		vs := quotaclaimpolicy.violation with input as {"review": review(op), "parameters": params}
 			with quota.policy_claim as {"error": "must not be called"}
 			with quota.reserve as echo
@@ -91,4 +91,52 @@ test_a_missing_policy_parameter_is_a_violation if {
 		with quota.policy_claim as rendered
 		with quota.reserve as echo
 	got == {"quota: parameters.policy: required"}
+}
+
+# An UPDATE renders the policy for the old and the new object as the
+# observer does (a CREATE, no user) and reserves what grows, per bucket,
+# with the new amount as total; a bucket that shrinks or stays reserves
+# nothing (issue 22, case 4).
+payload(n) := json.patch(cm, [{"op": "add", "path": "/data", "value": {"payload": concat("", [c | some _ in numbers.range(1, n); c := "x"])}}])
+
+bytes_of(req) := {"applies": true, "claim": {
+	"requests": [
+		{"consumer": team_a, "resourceType": "core/configmaps", "amount": 1, "dimensions": {}},
+		{"consumer": team_a, "resourceType": "core/configmap-bytes", "amount": count(req.object.data.payload), "dimensions": {}},
+	],
+	"metadata": {"name": "settings-claim"},
+}}
+
+asked_update(req) := {"error": sprintf("%s %s %v %d", [req.request.operation, object.get(req.request, ["userInfo", "username"], "nobody"), sort(object.keys(req.request)), count(req.object.data.payload)])}
+
+update_review(old_n, new_n) := object.union(review("UPDATE"), {"object": payload(new_n), "oldObject": payload(old_n)})
+
+echo_total(claim) := {"id": claim.id, "granted": false, "message": "", "requests": [object.union(r, {
+	"bucket": "b", "reason": "QuotaExceeded", "limit": 0, "allocated": 0, "reserved": 0, "available": 0,
+	"message": sprintf("reserve %s %d total %d", [claim.id, r.amount, r.total]),
+}) |
+	some r in claim.requests
+]}
+
+test_an_update_renders_the_new_object_as_the_observer_does if {
+	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": update_review(1, 40), "parameters": params}
+		with quota.policy_claim as asked_update
+		with quota.reserve as echo_total
+	got == {`quota: CREATE nobody ["name", "namespace", "operation", "resource"] 40`}
+}
+
+test_an_update_reserves_what_grows_with_its_total if {
+	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": update_review(1, 40), "parameters": params}
+		with quota.policy_claim as bytes_of
+		with quota.reserve as echo_total
+	got == {"quota exceeded for Namespace team-a: reserve uid-settings/0/39 39 total 40; see kubectl quota usage -n team-a"}
+}
+
+test_an_update_that_shrinks_or_keeps_reserves_nothing if {
+	every n in [40, 12] {
+		vs := quotaclaimpolicy.violation with input as {"review": update_review(40, n), "parameters": params}
+			with quota.policy_claim as bytes_of
+			with quota.reserve as echo_total
+		count(vs) == 0
+	}
 }

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -373,17 +374,16 @@ func wantView(cm *corev1.ConfigMap, c ledger.Consumer, resourceType string) view
 	bucket := ledger.NewBucketKey(c, resourceType, nil).Name()
 	return viewSummary{
 		Key:    cm.Namespace + "/" + viewNames.Name(cm.Name, string(cm.UID), bucket),
-		Labels: map[string]string{quotav1alpha1.ViewLabel: "true"},
-		Owners: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}},
+		Labels: map[string]string{quotav1alpha1.ViewLabel: "true", quotav1alpha1.AutoCreatedLabel: "true"},
+		Owners: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID, Controller: ptr.To(false), BlockOwnerDeletion: ptr.To(false)}},
 		Spec: quotav1alpha1.ResourceClaimSpec{
 			ConsumerRef: ledgerconv.ConsumerRef(c),
 			Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: resourceType, Amount: 1}},
 			ResourceRef: &quotav1alpha1.ObjectRef{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name, UID: string(cm.UID)},
 		},
-		Granted: "True/Observed/a view of what ConfigMap " + cm.Namespace + "/" + cm.Name +
-			" counts, kept by the quotakeeper observer: deleting it frees nothing@1",
+		Granted: "True/QuotaAvailable/All 1 resource requests have been granted@1",
 		Allocations: []quotav1alpha1.RequestAllocation{{ResourceType: resourceType, Status: quotav1alpha1.AllocationGranted,
-			Reason: "Observed", AllocatedAmount: 1, AllocatingBucket: bucket}},
+			Reason: "QuotaAvailable", AllocatedAmount: 1, AllocatingBucket: bucket}},
 	}
 }
 

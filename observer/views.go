@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -169,6 +170,7 @@ func (p *viewPart) view(obj ViewedObject, systemNamespace string) *quotav1alpha1
 	labels := map[string]string{}
 	maps.Copy(labels, p.metadata.Labels)
 	labels[quotav1alpha1.ViewLabel] = "true"
+	labels[quotav1alpha1.AutoCreatedLabel] = "true"
 	v := &quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels, Annotations: maps.Clone(p.metadata.Annotations)},
 		Spec: quotav1alpha1.ResourceClaimSpec{
@@ -179,7 +181,10 @@ func (p *viewPart) view(obj ViewedObject, systemNamespace string) *quotav1alpha1
 		},
 	}
 	if obj.ClusterScoped || obj.Namespace == ns {
-		v.OwnerReferences = []metav1.OwnerReference{{APIVersion: obj.APIVersion, Kind: obj.Kind, Name: obj.Name, UID: types.UID(obj.UID)}}
+		// As Milo owns its claims: the object is not the claim's
+		// controller, and deleting it never waits on the claim.
+		v.OwnerReferences = []metav1.OwnerReference{{APIVersion: obj.APIVersion, Kind: obj.Kind, Name: obj.Name, UID: types.UID(obj.UID),
+			Controller: ptr.To(false), BlockOwnerDeletion: ptr.To(false)}}
 	}
 	for _, k := range p.keys() {
 		v.Spec.Requests = append(v.Spec.Requests, quotav1alpha1.ResourceRequest{
@@ -194,17 +199,18 @@ func (p *viewPart) view(obj ViewedObject, systemNamespace string) *quotav1alpha1
 	return v
 }
 
-// ViewStatus is a view's status: Granted=True, reason Observed, for the
-// view's generation, and one granted allocation per request from its
-// bucket. Transition times are kept from old where nothing transitioned.
+// ViewStatus is a view's status, in the words of Milo's claims:
+// Granted=True, reason QuotaAvailable, "All N resource requests have been
+// granted", for the view's generation, and one granted allocation per
+// request from its bucket. Transition times are kept from old where nothing
+// transitioned. What tells a view from a decided claim is its labels.
 func ViewStatus(v *quotav1alpha1.ResourceClaim, old quotav1alpha1.ResourceClaimStatus, now metav1.Time) quotav1alpha1.ResourceClaimStatus {
-	ref := v.Spec.ResourceRef
-	msg := fmt.Sprintf("a view of what %s %s counts, kept by the quotakeeper observer: deleting it frees nothing", ref.Kind, objectName(ref.Namespace, ref.Name))
+	msg := fmt.Sprintf("All %d resource requests have been granted", len(v.Spec.Requests))
 	st := quotav1alpha1.ResourceClaimStatus{ObservedGeneration: v.Generation}
 	consumer := ledgerconv.Consumer(v.Spec.ConsumerRef)
 	for _, r := range v.Spec.Requests {
 		a := quotav1alpha1.RequestAllocation{
-			ResourceType: r.ResourceType, Status: quotav1alpha1.AllocationGranted, Reason: quotav1alpha1.ReasonObserved,
+			ResourceType: r.ResourceType, Status: quotav1alpha1.AllocationGranted, Reason: quotav1alpha1.ReasonQuotaAvailable,
 			AllocatedAmount: r.Amount, AllocatingBucket: ledger.NewBucketKey(consumer, r.ResourceType, r.Dimensions).Name(),
 			LastTransitionTime: now,
 		}
@@ -215,7 +221,7 @@ func ViewStatus(v *quotav1alpha1.ResourceClaim, old quotav1alpha1.ResourceClaimS
 		}
 		st.Allocations = append(st.Allocations, a)
 	}
-	cond := metav1.Condition{Type: quotav1alpha1.ConditionGranted, Status: metav1.ConditionTrue, Reason: quotav1alpha1.ReasonObserved,
+	cond := metav1.Condition{Type: quotav1alpha1.ConditionGranted, Status: metav1.ConditionTrue, Reason: quotav1alpha1.ReasonQuotaAvailable,
 		Message: msg, ObservedGeneration: v.Generation, LastTransitionTime: now}
 	for _, o := range old.Conditions {
 		if o.Type == cond.Type && o.Status == cond.Status {
@@ -224,13 +230,6 @@ func ViewStatus(v *quotav1alpha1.ResourceClaim, old quotav1alpha1.ResourceClaimS
 	}
 	st.Conditions = []metav1.Condition{cond}
 	return st
-}
-
-func objectName(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
 }
 
 func apiGroup(apiVersion string) string {

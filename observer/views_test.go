@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
@@ -20,8 +21,8 @@ var (
 	orgAcme  = ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}
 	webCM    = ViewedObject{APIVersion: "v1", Kind: "ConfigMap", Namespace: "team-a", Name: "web", UID: "3d0c-web"}
 	webRef   = &quotav1alpha1.ObjectRef{Kind: "ConfigMap", Namespace: "team-a", Name: "web", UID: "3d0c-web"}
-	webOwns  = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "web", UID: "3d0c-web"}}
-	viewOnly = map[string]string{quotav1alpha1.ViewLabel: "true"}
+	webOwns  = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "web", UID: "3d0c-web", Controller: ptr.To(false), BlockOwnerDeletion: ptr.To(false)}}
+	viewOnly = map[string]string{quotav1alpha1.ViewLabel: "true", quotav1alpha1.AutoCreatedLabel: "true"}
 )
 
 func recorded(md builtins.ClaimMetadata, reqs ...ledger.Request) builtins.RecordedClaim {
@@ -57,7 +58,7 @@ func TestViewsOneClaimPerConsumerNamedByTheMetadata(t *testing.T) {
 			Labels: map[string]string{"app": "web", quotav1alpha1.ViewLabel: "no"}, Annotations: map[string]string{"example.com/note": "x"}},
 			req(nsTeamA, "core/configmaps", 1, nil), req(nsTeamA, "core/configmaps", 2, nil))},
 		want: []*quotav1alpha1.ResourceClaim{func() *quotav1alpha1.ResourceClaim {
-			v := view("team-a", "web-configmaps", map[string]string{"app": "web", quotav1alpha1.ViewLabel: "true"}, webOwns, webRef, teamARef,
+			v := view("team-a", "web-configmaps", map[string]string{"app": "web", quotav1alpha1.ViewLabel: "true", quotav1alpha1.AutoCreatedLabel: "true"}, webOwns, webRef, teamARef,
 				quotav1alpha1.ResourceRequest{ResourceType: "core/configmaps", Amount: 3})
 			v.Annotations = map[string]string{"example.com/note": "x"}
 			return v
@@ -127,7 +128,7 @@ func TestViewsOneClaimPerConsumerNamedByTheMetadata(t *testing.T) {
 		obj:    ViewedObject{APIVersion: "example.com/v1", Kind: "Project", Name: "p1", UID: "9a1-p1", ClusterScoped: true},
 		claims: []builtins.RecordedClaim{recorded(builtins.ClaimMetadata{}, req(orgAcme, "projects", 1, nil))},
 		want: []*quotav1alpha1.ResourceClaim{view("quotakeeper-system", "p1-7647286de45c1e27", viewOnly,
-			[]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Project", Name: "p1", UID: "9a1-p1"}},
+			[]metav1.OwnerReference{{APIVersion: "example.com/v1", Kind: "Project", Name: "p1", UID: "9a1-p1", Controller: ptr.To(false), BlockOwnerDeletion: ptr.To(false)}},
 			&quotav1alpha1.ObjectRef{APIGroup: "example.com", Kind: "Project", Name: "p1", UID: "9a1-p1"}, acmeRef,
 			quotav1alpha1.ResourceRequest{ResourceType: "projects", Amount: 1})},
 	}, {
@@ -135,7 +136,7 @@ func TestViewsOneClaimPerConsumerNamedByTheMetadata(t *testing.T) {
 		obj:    ViewedObject{APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "77-team-a", ClusterScoped: true},
 		claims: []builtins.RecordedClaim{recorded(builtins.ClaimMetadata{}, req(orgAcme, "namespaces", 1, nil))},
 		want: []*quotav1alpha1.ResourceClaim{view("team-a", "team-a-84170e2f28bc29b6", viewOnly,
-			[]metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "77-team-a"}},
+			[]metav1.OwnerReference{{APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "77-team-a", Controller: ptr.To(false), BlockOwnerDeletion: ptr.To(false)}},
 			&quotav1alpha1.ObjectRef{Kind: "Namespace", Name: "team-a", UID: "77-team-a"}, acmeRef,
 			quotav1alpha1.ResourceRequest{ResourceType: "namespaces", Amount: 1})},
 	}, {
@@ -159,19 +160,19 @@ func TestViewsOneClaimPerConsumerNamedByTheMetadata(t *testing.T) {
 	}
 }
 
-func TestViewStatusIsGrantedObservedFromEachBucket(t *testing.T) {
+func TestViewStatusIsGrantedQuotaAvailableFromEachBucket(t *testing.T) {
 	v := view("team-a", "web-quota", viewOnly, webOwns, webRef, teamARef,
 		quotav1alpha1.ResourceRequest{ResourceType: "cpu", Amount: 500, Dimensions: map[string]string{"zone": "a"}})
 	v.Generation = 1
 	t0, t1 := metav1.NewTime(time.Unix(100, 0)), metav1.NewTime(time.Unix(200, 0))
-	const msg = "a view of what ConfigMap team-a/web counts, kept by the quotakeeper observer: deleting it frees nothing"
+	const msg = "All 1 resource requests have been granted" // Milo's words
 	want := quotav1alpha1.ResourceClaimStatus{
 		ObservedGeneration: 1,
 		Allocations: []quotav1alpha1.RequestAllocation{{
-			ResourceType: "cpu", Status: quotav1alpha1.AllocationGranted, Reason: "Observed", AllocatedAmount: 500,
+			ResourceType: "cpu", Status: quotav1alpha1.AllocationGranted, Reason: "QuotaAvailable", AllocatedAmount: 500,
 			AllocatingBucket: ledger.NewBucketKey(nsTeamA, "cpu", map[string]string{"zone": "a"}).Name(), LastTransitionTime: t0,
 		}},
-		Conditions: []metav1.Condition{{Type: "Granted", Status: metav1.ConditionTrue, Reason: "Observed", Message: msg,
+		Conditions: []metav1.Condition{{Type: "Granted", Status: metav1.ConditionTrue, Reason: "QuotaAvailable", Message: msg,
 			ObservedGeneration: 1, LastTransitionTime: t0}},
 	}
 	first := ViewStatus(v, quotav1alpha1.ResourceClaimStatus{}, t0)

@@ -84,6 +84,4 @@ const (
 	ReasonLimitLowered      = "LimitLowered"
 	ReasonPolicyReady       = "PolicyReady"
 	ReasonPolicyDisabled    = "PolicyDisabled"
-	// ReasonObserved: a view claim's object is counted by the observer.
-	ReasonObserved = "Observed"
 )

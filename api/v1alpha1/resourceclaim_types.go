@@ -16,6 +16,12 @@ const ClaimFinalizer = "quota.miloapis.com/resource-claim-cleanup"
 // claim, so a decided claim never turns into a view or back.
 const ViewLabel = LabelPrefix + "/view"
 
+// AutoCreatedLabel, set to "true", is Milo's mark of a ResourceClaim that
+// quota wrote for an object rather than an owning service: every view
+// carries it, as Milo's claims for policy-triggered objects do, so tools
+// written for Milo find them.
+const AutoCreatedLabel = LabelPrefix + "/auto-created"
+
 // IsView reports whether a claim's labels mark it as a view.
 func IsView(labels map[string]string) bool { return labels[ViewLabel] == "true" }
 

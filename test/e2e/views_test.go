@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
@@ -71,13 +72,15 @@ func waitViewOf(t *testing.T, ns, name string, consumer quotav1alpha1.ConsumerRe
 	if md.name != "" {
 		key.Name = md.name
 	}
-	labels := map[string]string{quotav1alpha1.ViewLabel: "true"}
+	// Milo's marks of a claim written for an object, and ours of a view.
+	labels := map[string]string{quotav1alpha1.ViewLabel: "true", quotav1alpha1.AutoCreatedLabel: "true"}
 	maps.Copy(labels, md.labels)
 	want := quotav1alpha1.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: key.Namespace, Name: key.Name, Generation: 1,
 			Labels: labels, Annotations: md.annotations,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: cm.UID}},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: cm.UID,
+				Controller: ptr.To(false), BlockOwnerDeletion: ptr.To(false)}},
 		},
 		Spec: quotav1alpha1.ResourceClaimSpec{
 			ConsumerRef: consumer,
@@ -87,10 +90,10 @@ func waitViewOf(t *testing.T, ns, name string, consumer quotav1alpha1.ConsumerRe
 		Status: quotav1alpha1.ResourceClaimStatus{
 			ObservedGeneration: 1,
 			Allocations: []quotav1alpha1.RequestAllocation{{ResourceType: resourceType, Status: quotav1alpha1.AllocationGranted,
-				Reason: quotav1alpha1.ReasonObserved, AllocatedAmount: 1, AllocatingBucket: bucket}},
+				Reason: quotav1alpha1.ReasonQuotaAvailable, AllocatedAmount: 1, AllocatingBucket: bucket}},
 			Conditions: []metav1.Condition{{Type: quotav1alpha1.ConditionGranted, Status: metav1.ConditionTrue,
-				Reason: quotav1alpha1.ReasonObserved, ObservedGeneration: 1,
-				Message: "a view of what ConfigMap " + ns + "/" + name + " counts, kept by the quotakeeper observer: deleting it frees nothing"}},
+				Reason: quotav1alpha1.ReasonQuotaAvailable, ObservedGeneration: 1,
+				Message: "All 1 resource requests have been granted"}},
 		},
 	}
 	got := &quotav1alpha1.ResourceClaim{}
@@ -218,7 +221,7 @@ func waitViewAmount(t *testing.T, ns, name string, amount int64) *quotav1alpha1.
 		}
 		c := meta.FindStatusCondition(v.Status.Conditions, quotav1alpha1.ConditionGranted)
 		if len(v.Spec.Requests) != 1 || v.Spec.Requests[0].Amount != amount || c == nil ||
-			c.Status != metav1.ConditionTrue || c.Reason != quotav1alpha1.ReasonObserved || c.ObservedGeneration != v.Generation {
+			c.Status != metav1.ConditionTrue || c.Reason != quotav1alpha1.ReasonQuotaAvailable || c.ObservedGeneration != v.Generation {
 			return fmt.Errorf("view %s: requests %+v, Granted %+v", v.Name, v.Spec.Requests, c)
 		}
 		return nil

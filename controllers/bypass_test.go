@@ -253,6 +253,25 @@ func TestOnlyBypassGroupsBreakTheGlass(t *testing.T) {
 	bad = b.DeepCopy()
 	bad.Spec.Reason = "   "
 	requireInvalid(t, ivan.Create(ctx, bad), "spec.reason", "Required value: say why quota is bypassed (an incident, a ticket)")
+	// Only quota constraints (issue 22): not a kind no template makes, nor
+	// one whose template does not build on lib.quota.
+	labels := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "templates.gatekeeper.sh/v1", "kind": "ConstraintTemplate",
+		"metadata": map[string]any{"name": "t61requiredlabels"},
+		"spec": map[string]any{
+			"crd":     map[string]any{"spec": map[string]any{"names": map[string]any{"kind": "T61RequiredLabels"}}},
+			"targets": []any{map[string]any{"target": "admission.k8s.gatekeeper.sh", "rego": "package t61\nviolation[{\"msg\": \"no\"}] { false }"}},
+		},
+	}}
+	if err := k8s.Create(ctx, labels); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(ctx, labels) })
+	bad = b.DeepCopy()
+	bad.Spec.Constraints = []quotav1alpha1.BypassedConstraint{{Kind: "T61RequiredLabels", Name: "*"}, {Kind: "T61Nothing", Name: "x"}}
+	requireInvalid(t, ivan.Create(ctx, bad), "spec.constraints[0].kind",
+		`Invalid value: "T61RequiredLabels": not a quota constraint: a QuotaBypass relaxes only constraints whose template builds on quotakeeper's Rego library (lib.quota)`)
+	requireInvalid(t, ivan.Create(ctx, bad), "spec.constraints[1].kind", `Invalid value: "T61Nothing": no ConstraintTemplate "t61nothing" makes this kind`)
 
 	if err := ivan.Create(ctx, b); err != nil {
 		t.Fatalf("create as ivan: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 
 // Evaluation: the queue of templates, constraints, objects and claims, and
@@ -91,7 +92,7 @@ func (o *Observer) processTemplate(ctx context.Context, name string) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if apierrors.IsNotFound(err) || !isQuotaTemplate(u) || u.GetDeletionTimestamp() != nil {
+	if apierrors.IsNotFound(err) || !quotarego.IsQuotaTemplate(u) || u.GetDeletionTimestamp() != nil {
 		removed, err := o.policy.removeTemplate(ctx, name)
 		if removed && err == nil {
 			o.events.Add(item{kind: itemResync})

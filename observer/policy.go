@@ -40,10 +40,6 @@ var (
 	constraintGroupVersion = schema.GroupVersion{Group: "constraints.gatekeeper.sh", Version: "v1beta1"}
 )
 
-// quotaLibPackage marks a quota template: its target libs contain
-// quotakeeper's Rego library (rego/lib/quota.rego).
-const quotaLibPackage = "package lib.quota"
-
 // policy is the frameworks constraint client loaded with the quota
 // templates and their deny constraints, as Gatekeeper's webhook holds them.
 // Safe for concurrent use.
@@ -81,30 +77,6 @@ func newPolicy() (*policy, error) {
 	}
 	return &policy{client: c, scheme: scheme, templates: map[string]*templates.ConstraintTemplate{},
 		constraints: map[schema.GroupKind]map[string]*unstructured.Unstructured{}}, nil
-}
-
-// isQuotaTemplate reports whether a ConstraintTemplate (unstructured) builds
-// on lib.quota: a target's libs, or a Rego code entry's source libs, hold it.
-func isQuotaTemplate(u *unstructured.Unstructured) bool {
-	targets, _, _ := unstructured.NestedSlice(u.Object, "spec", "targets")
-	for _, t := range targets {
-		tm, ok := t.(map[string]any)
-		if !ok {
-			continue
-		}
-		libs, _, _ := unstructured.NestedStringSlice(tm, "libs")
-		code, _, _ := unstructured.NestedSlice(tm, "code")
-		for _, c := range code {
-			if cm, ok := c.(map[string]any); ok {
-				more, _, _ := unstructured.NestedStringSlice(cm, "source", "libs")
-				libs = append(libs, more...)
-			}
-		}
-		if slices.ContainsFunc(libs, func(lib string) bool { return strings.Contains(lib, quotaLibPackage) }) {
-			return true
-		}
-	}
-	return false
 }
 
 // setTemplate loads (or replaces) a quota template and returns its

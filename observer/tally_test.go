@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/localcluster"
+	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 
 var (
@@ -317,14 +318,14 @@ func TestShippedTemplatesAreQuotaTemplates(t *testing.T) {
 		if err != nil || len(objs) != 1 {
 			t.Fatalf("%s: %v (%d objects)", name, err, len(objs))
 		}
-		if !isQuotaTemplate(objs[0]) {
+		if !quotarego.IsQuotaTemplate(objs[0]) {
 			t.Errorf("%s is not recognised as a quota template", name)
 		}
 	}
 	other := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"targets": []any{
 		map[string]any{"rego": "package k8srequiredlabels", "libs": []any{"package lib.helpers"}},
 	}}}}
-	if isQuotaTemplate(other) {
+	if quotarego.IsQuotaTemplate(other) {
 		t.Error("a template without lib.quota is recognised as a quota template")
 	}
 }

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
@@ -21,6 +23,7 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/bypass"
 	"github.com/quotakeeper/quotakeeper/eventnote"
+	"github.com/quotakeeper/quotakeeper/rego"
 )
 
 // +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-quotabypass,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=quotabypasses,verbs=create;update;delete,versions=v1alpha1,name=vquotabypass.quota.miloapis.com,admissionReviewVersions=v1
@@ -58,7 +61,12 @@ func (g *BypassGuard) ValidateCreate(ctx context.Context, b *quotav1alpha1.Quota
 	if err != nil {
 		return nil, err
 	}
-	if errs := ValidateBypassSpec(&b.Spec, g.MaxDuration); len(errs) > 0 {
+	errs := ValidateBypassSpec(&b.Spec, g.MaxDuration)
+	quotaErrs, err := g.onlyQuotaConstraints(ctx, &b.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if errs = append(errs, quotaErrs...); len(errs) > 0 {
 		return nil, apierrors.NewInvalid(quotav1alpha1.GroupVersion.WithKind("QuotaBypass").GroupKind(), b.Name, errs)
 	}
 	g.record(ctx, b, user, "Create")
@@ -89,6 +97,32 @@ func (g *BypassGuard) ValidateDelete(ctx context.Context, b *quotav1alpha1.Quota
 	}
 	g.record(ctx, b, user, "Delete")
 	return nil, nil
+}
+
+// onlyQuotaConstraints refuses a constraint kind whose ConstraintTemplate
+// does not build on quotakeeper's Rego library: break-glass is for quota,
+// and a QuotaBypass must not become a way for a bypass group to switch off
+// any other policy (a required label, an image allow-list).
+func (g *BypassGuard) onlyQuotaConstraints(ctx context.Context, s *quotav1alpha1.QuotaBypassSpec) (field.ErrorList, error) {
+	var errs field.ErrorList
+	for i, c := range s.Constraints {
+		if c.Kind == "" {
+			continue // ValidateBypassSpec says so
+		}
+		p := field.NewPath("spec", "constraints").Index(i).Child("kind")
+		t := &unstructured.Unstructured{}
+		t.SetGroupVersionKind(schema.GroupVersionKind{Group: "templates.gatekeeper.sh", Version: "v1", Kind: "ConstraintTemplate"})
+		err := g.Constraints.Get(ctx, client.ObjectKey{Name: strings.ToLower(c.Kind)}, t)
+		switch {
+		case apierrors.IsNotFound(err):
+			errs = append(errs, field.Invalid(p, c.Kind, fmt.Sprintf("no ConstraintTemplate %q makes this kind", strings.ToLower(c.Kind))))
+		case err != nil:
+			return nil, fmt.Errorf("reading ConstraintTemplate %s: %w", strings.ToLower(c.Kind), err)
+		case !rego.IsQuotaTemplate(t):
+			errs = append(errs, field.Invalid(p, c.Kind, "not a quota constraint: a QuotaBypass relaxes only constraints whose template builds on quotakeeper's Rego library (lib.quota)"))
+		}
+	}
+	return errs, nil
 }
 
 // mayRemoveFinalizer refuses to remove the finalizer while the bypass still

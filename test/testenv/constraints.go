@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 
 	constraintclient "github.com/open-policy-agent/frameworks/constraint/pkg/client"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -64,4 +67,39 @@ func InstallConstraintCRD(ctx context.Context, cfg *rest.Config, name string) (*
 		return nil, nil, err
 	}
 	return obj, tmpl, nil
+}
+
+// InstallTemplateObjects installs Gatekeeper's ConstraintTemplate CRD (from
+// its module, the release go.mod pins) and creates the shipped templates
+// named (templates/<name>/template.yaml) as objects, for suites without
+// Gatekeeper whose code reads templates: the QuotaBypass guard checks that
+// a kind is made by a quota template. No Gatekeeper acts on them here;
+// InstallConstraintCRD makes their constraint kinds.
+func InstallTemplateObjects(ctx context.Context, cfg *rest.Config, names ...string) error {
+	out, err := exec.Command("go", "list", "-mod=mod", "-m", "-f", "{{.Dir}}", "github.com/open-policy-agent/gatekeeper/v3").Output()
+	if err != nil {
+		return fmt.Errorf("find Gatekeeper's module directory: %w", err)
+	}
+	crd := filepath.Join(strings.TrimSpace(string(out)), "charts", "gatekeeper", "crds", "constrainttemplate-customresourcedefinition.yaml")
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: []string{crd}, ErrorIfPathMissing: true}); err != nil {
+		return fmt.Errorf("ConstraintTemplate CRD: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		data, err := os.ReadFile(filepath.Join(RepoRoot(), "templates", name, "template.yaml"))
+		if err != nil {
+			return err
+		}
+		obj := &unstructured.Unstructured{}
+		if err := utilyaml.Unmarshal(data, &obj.Object); err != nil {
+			return fmt.Errorf("template %s: %w", name, err)
+		}
+		if err := c.Create(ctx, obj); err != nil {
+			return fmt.Errorf("template %s: %w", name, err)
+		}
+	}
+	return nil
 }

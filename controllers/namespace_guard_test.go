@@ -23,7 +23,7 @@ func TestOnlyConfiguredGroupsMoveANamespaceBetweenConsumers(t *testing.T) {
 
 	// Both groups may write namespaces; RBAC cannot tell one label from another.
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "t40-namespace-writer"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "update", "patch"}}}}
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces", "namespaces/status", "namespaces/finalize"}, Verbs: []string{"get", "create", "update", "patch"}}}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "t40-namespace-writer"},
 		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{
@@ -97,6 +97,19 @@ func TestOnlyConfiguredGroupsMoveANamespaceBetweenConsumers(t *testing.T) {
 	}
 	refused(relabel(alice, map[string]*string{orgKey: str("globex")}), "change")
 	refused(relabel(alice, map[string]*string{orgKey: nil}), "remove")
+	// Nor through the subresources that write a namespace's metadata too
+	// (issue 22): status and finalize keep the labels of what they are sent.
+	for _, sub := range []string{"status", "finalize"} {
+		var ns corev1.Namespace
+		if err := alice.Get(ctx, client.ObjectKey{Name: "t40-team"}, &ns); err != nil {
+			t.Fatal(err)
+		}
+		ns.Labels[orgKey] = "globex"
+		refused(alice.SubResource(sub).Update(ctx, &ns), "change through "+sub)
+	}
+	if got := labels(); got[orgKey] != "acme" {
+		t.Fatalf("labels %v after the refused subresource writes, want the organization acme", got)
+	}
 	if got := labels(); len(got) != 2 || got[orgKey] != "acme" || got["team"] != "api" {
 		t.Fatalf("labels %v", got)
 	}

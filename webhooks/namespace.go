@@ -16,7 +16,7 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 )
 
-// +kubebuilder:webhook:path=/validate-v1-namespace-consumer-labels,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=namespaces,verbs=create;update,versions=v1,name=vnamespace-consumer-labels.quota.miloapis.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-v1-namespace-consumer-labels,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=namespaces;namespaces/status;namespaces/finalize,verbs=create;update,versions=v1,name=vnamespace-consumer-labels.quota.miloapis.com,admissionReviewVersions=v1
 
 // ConsumerLabelGuard decides who may say which consumer pays for a
 // namespace. A namespace's consumer label (resourcemanager.miloapis.com/

@@ -27,6 +27,8 @@ const (
 	PolicyClaimName = "quota.policy_claim"
 	// PodResourcesName says what one pod of an object holds.
 	PodResourcesName = "quota.pod_resources"
+	// SelectsName applies a label selector to labels.
+	SelectsName = "quota.selects"
 )
 
 var anyObject = types.NewObject(nil, types.NewDynamicProperty(types.S, types.A))
@@ -123,7 +125,19 @@ var (
 			types.Named("resources", anyObject).Description("{requests: {name: quantity}, limits: {name: quantity}}: quantity strings, as Kubernetes writes them; or {error}"),
 		),
 	}
-	functions = []*rego.Function{reserveFunction, usageFunction, overLimitFunction, quantityFunction, displayFunction, policyClaimFunction, podResourcesFunction}
+	selectsFunction = &rego.Function{
+		Name: SelectsName,
+		Description: "Whether a Kubernetes label selector ({matchLabels, matchExpressions}, metav1.LabelSelector) selects the labels, " +
+			"by apimachinery's rules (an empty selector selects everything). Halts on a malformed selector or labels that are not strings.",
+		Decl: types.NewFunction(
+			types.Args(
+				types.Named("selector", anyObject).Description("{matchLabels: {key: value}, matchExpressions: [{key, operator, values}]}"),
+				types.Named("labels", anyObject).Description("an object's metadata.labels"),
+			),
+			types.Named("selected", types.B).Description("true when the selector selects the labels"),
+		),
+	}
+	functions = []*rego.Function{reserveFunction, usageFunction, overLimitFunction, quantityFunction, displayFunction, policyClaimFunction, podResourcesFunction, selectsFunction}
 )
 
 var registerOnce sync.Once
@@ -140,6 +154,7 @@ func Register() {
 		rego.RegisterBuiltin2(displayFunction, display)
 		rego.RegisterBuiltin1(policyClaimFunction, policyClaim)
 		rego.RegisterBuiltin1(podResourcesFunction, podResources)
+		rego.RegisterBuiltin2(selectsFunction, selects)
 	})
 }
 

@@ -10,7 +10,39 @@ import (
 	"github.com/quotakeeper/quotakeeper/validation"
 )
 
-func TestValidateQuotaAllocation(t *testing.T) {
+func TestValidateQuotaConstraintScopesByParameters(t *testing.T) {
+	for _, tc := range []struct {
+		name, kind, spec string
+		want             []string
+	}{
+		{name: "parameters.labelSelector", kind: "QuotaEntity",
+			spec: `{parameters: {resourceType: x, labelSelector: {matchLabels: {quota: counted}}}}`},
+		{name: "match.labelSelector", kind: "QuotaEntity",
+			spec: `{match: {labelSelector: {matchLabels: {quota: counted}}}, parameters: {resourceType: x}}`,
+			want: []string{"spec.match.labelSelector: Forbidden: a quota constraint cannot scope by match.labelSelector: an update that labels an object into scope would pass as unchanged; " +
+				"use parameters.labelSelector, which the quota library applies to the object before and after an update"}},
+		{name: "a malformed selector", kind: "QuotaAllocation",
+			spec: `{parameters: {resourceType: x, labelSelector: {matchExpressions: [{key: tier, operator: Near, values: [a]}]}, amount: {path: [spec, size]}}}`,
+			want: []string{`spec.parameters.labelSelector.matchExpressions[0].operator: Invalid value: "Near": not a valid selector operator`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var spec map[string]any
+			if err := yaml.Unmarshal([]byte(tc.spec), &spec); err != nil {
+				t.Fatal(err)
+			}
+			c := &unstructured.Unstructured{Object: map[string]any{"kind": tc.kind, "spec": spec}}
+			var got []string
+			for _, e := range validation.ValidateQuotaConstraint(c) {
+				got = append(got, e.Error())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateQuotaConstraintScale(t *testing.T) {
 	const needScale = `spec.match.kinds: Required value: a QuotaAllocation whose amount depends on replicas (parameters.amount.replicasPath) must also match {apiGroups: ["autoscaling"], kinds: ["Scale"]}: ` +
 		"kubectl scale and autoscalers change replicas through the scale subresource, which Gatekeeper reviews as an autoscaling/v1 Scale"
 	for _, tc := range []struct {
@@ -46,7 +78,7 @@ func TestValidateQuotaAllocation(t *testing.T) {
 			}
 			c := &unstructured.Unstructured{Object: map[string]any{"kind": "QuotaAllocation", "spec": spec}}
 			var got []string
-			for _, e := range validation.ValidateQuotaAllocation(c) {
+			for _, e := range validation.ValidateQuotaConstraint(c) {
 				got = append(got, e.Error())
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

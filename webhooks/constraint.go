@@ -14,31 +14,30 @@ import (
 	"github.com/quotakeeper/quotakeeper/validation"
 )
 
-// +kubebuilder:webhook:path=/validate-constraints-gatekeeper-sh-v1beta1-quotaallocation,mutating=false,failurePolicy=fail,sideEffects=None,groups=constraints.gatekeeper.sh,resources=quotaallocation,verbs=create;update,versions=v1beta1,name=vquotaallocation.quota.miloapis.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-constraints-gatekeeper-sh-v1beta1-quota,mutating=false,failurePolicy=fail,sideEffects=None,groups=constraints.gatekeeper.sh,resources=quotaentity;quotaallocation,verbs=create;update,versions=v1beta1,name=vquotaconstraint.quota.miloapis.com,admissionReviewVersions=v1
 
-// quotaAllocationPath is the path of QuotaAllocationValidator, as its
-// kubebuilder marker says. The resource is "quotaallocation": Gatekeeper
-// names a constraint CRD's plural after the kind in lower case, unpluralised.
-const quotaAllocationPath = "/validate-constraints-gatekeeper-sh-v1beta1-quotaallocation"
+// quotaConstraintPath is the path of QuotaConstraintValidator, as its
+// kubebuilder marker says. The resources are "quotaentity" and
+// "quotaallocation": Gatekeeper names a constraint CRD's plural after the
+// kind in lower case, unpluralised (validation.QuotaConstraintKinds).
+const quotaConstraintPath = "/validate-constraints-gatekeeper-sh-v1beta1-quota"
 
-// quotaAllocationKind is the constraint kind the quotaallocation template makes.
-var quotaAllocationKind = schema.GroupKind{Group: "constraints.gatekeeper.sh", Kind: "QuotaAllocation"}
+// QuotaConstraintValidator refuses a QuotaEntity or QuotaAllocation
+// constraint whose count a tenant could walk past
+// (validation.ValidateQuotaConstraint): one scoped by match.labelSelector,
+// or counting replicas with the scale subresource unchecked. Gatekeeper
+// makes the constraints' kinds from the templates at run time, so the
+// webhook reads them as unstructured data, not as Go types.
+type QuotaConstraintValidator struct{}
 
-// QuotaAllocationValidator refuses a QuotaAllocation constraint whose count
-// a tenant could walk past (validation.ValidateQuotaAllocation): one that
-// counts replicas but leaves the scale subresource unchecked. Gatekeeper
-// makes the constraint's kind from the template at run time, so the webhook
-// reads it as unstructured data, not as a Go type.
-type QuotaAllocationValidator struct{}
+var _ admission.Handler = QuotaConstraintValidator{}
 
-var _ admission.Handler = QuotaAllocationValidator{}
-
-func (QuotaAllocationValidator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (QuotaConstraintValidator) Handle(_ context.Context, req admission.Request) admission.Response {
 	c := &unstructured.Unstructured{}
 	if err := c.UnmarshalJSON(req.Object.Raw); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	errs := validation.ValidateQuotaAllocation(c)
+	errs := validation.ValidateQuotaConstraint(c)
 	if len(errs) == 0 {
 		return admission.Allowed("")
 	}
@@ -47,7 +46,7 @@ func (QuotaAllocationValidator) Handle(_ context.Context, req admission.Request)
 	// that adds no problem passes, with the problems as warnings.
 	if req.Operation == admissionv1.Update {
 		old := &unstructured.Unstructured{}
-		if err := old.UnmarshalJSON(req.OldObject.Raw); err == nil && sameErrors(validation.ValidateQuotaAllocation(old), errs) {
+		if err := old.UnmarshalJSON(req.OldObject.Raw); err == nil && sameErrors(validation.ValidateQuotaConstraint(old), errs) {
 			warnings := make([]string, len(errs))
 			for i, e := range errs {
 				warnings[i] = e.Error()
@@ -55,7 +54,7 @@ func (QuotaAllocationValidator) Handle(_ context.Context, req admission.Request)
 			return admission.Allowed("").WithWarnings(warnings...)
 		}
 	}
-	st := apierrors.NewInvalid(quotaAllocationKind, c.GetName(), errs)
+	st := apierrors.NewInvalid(schema.GroupKind{Group: "constraints.gatekeeper.sh", Kind: c.GetKind()}, c.GetName(), errs)
 	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &st.ErrStatus}}
 }
 

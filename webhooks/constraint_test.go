@@ -23,7 +23,7 @@ const (
 		"parameters": {"amount": {"resource": "cpu", "replicasPath": ["spec", "replicas"]}}}}`
 )
 
-func TestQuotaAllocationValidator(t *testing.T) {
+func TestQuotaConstraintValidator(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		op             admissionv1.Operation
@@ -47,7 +47,7 @@ func TestQuotaAllocationValidator(t *testing.T) {
 			if tc.old != "" {
 				req.OldObject = runtime.RawExtension{Raw: []byte(tc.old)}
 			}
-			resp := QuotaAllocationValidator{}.Handle(context.Background(), req)
+			resp := QuotaConstraintValidator{}.Handle(context.Background(), req)
 			if resp.Allowed != tc.allowed {
 				t.Fatalf("allowed %v, want %v: %+v", resp.Allowed, tc.allowed, resp.Result)
 			}

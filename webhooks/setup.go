@@ -1,6 +1,6 @@
 // Package webhooks keeps bad quota objects out: validating webhooks for
-// registrations, grants, claims, creation policies and QuotaAllocation
-// constraints, the guard on
+// registrations, grants, claims, creation policies and quota constraints,
+// the guard on
 // namespaces' consumer labels, and the mutating webhook that gives every
 // claim its finalizer. The webhooks are adapters: the rules live in package
 // validation, which the controllers and quotactl apply too. What is the
@@ -90,6 +90,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 			Recorder: mgr.GetEventRecorder("quotakeeper-bypass-webhook"), Constraints: mgr.GetAPIReader()}).Complete(); err != nil {
 		return fmt.Errorf("quota bypass webhook: %w", err)
 	}
-	mgr.GetWebhookServer().Register(quotaAllocationPath, &webhook.Admission{Handler: QuotaAllocationValidator{}})
+	mgr.GetWebhookServer().Register(quotaConstraintPath, &webhook.Admission{Handler: QuotaConstraintValidator{}})
 	return nil
 }

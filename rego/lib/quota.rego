@@ -366,13 +366,37 @@ violations(amount, old_amount) := set() if {
 } else := {config_violation(m)} if {
 	is_scale
 	m := scale_error
-} else := admission_violations(requested(amount, old_amount), update_total(amount)) if {
+} else := set() if {
+	not in_scope(obj)
+} else := admission_violations(requested(amount, scoped_old(old_amount)), update_total(amount)) if {
 	mode in {"reserve", "check"}
 } else := audit_violations if {
 	mode == "audit"
 } else := set()
 
 requested(amount, _) := amount if operation == "CREATE"
+
+# ---------------------------------------------------------------------------
+# Scope by label
+#
+# parameters.labelSelector (a metav1.LabelSelector) chooses the objects the
+# constraint counts, applied by the library to the object before and after
+# an UPDATE: an update that labels an object into scope counted nothing
+# before, so it is charged its whole amount, like a create. Gatekeeper's
+# match.labelSelector cannot say that (the template never sees the
+# constraint's match, and Gatekeeper reviews an update whichever side
+# matches), so the manager refuses it on quota constraints. An object out of
+# scope counts nothing, at admission and in the observer alike.
+in_scope(o) if {
+	not params.labelSelector
+} else if {
+	quota.selects(params.labelSelector, object.get(o, ["metadata", "labels"], {}))
+}
+
+# What the object before an UPDATE counted: nothing when it was out of scope.
+scoped_old(n) := n if {
+	in_scope(old_obj)
+} else := 0
 
 # What an UPDATE's object counts once the update is in place (claim's total).
 update_total(amount) := amount if {

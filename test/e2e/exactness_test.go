@@ -276,3 +276,62 @@ func TestAClaimPolicyUpdateReservesWhatGrows(t *testing.T) {
 		t.Fatalf("the live ConfigMap a: %v, payload %d bytes, want 2", err, len(a.Data["payload"]))
 	}
 }
+
+// Case 6. Under a QuotaEntity scoped to the ConfigMaps labelled
+// quota=counted (limit 2), labelling five existing ConfigMaps took the
+// namespace to 5 of 2: an update into scope was reviewed as growth 0. Scoped
+// by parameters.labelSelector, an update that labels an object into scope
+// is charged like a create; match.labelSelector is refused.
+func TestLabellingObjectsIntoScopeIsChargedLikeACreate(t *testing.T) {
+	const ns, rt = "e2e-labelscope", "e2e.quota/labelscope-configmaps"
+	namespace(t, ns, nil)
+	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	grant(t, "configmaps", consumer, rt, 2)
+	counted := map[string]any{"matchLabels": map[string]any{"quota": "counted"}}
+
+	refused := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "QuotaEntity",
+		"metadata": map[string]any{"name": "e2e-labelscope-match"},
+		"spec": map[string]any{
+			"match":      map[string]any{"kinds": []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}}, "namespaces": []any{ns}, "labelSelector": counted},
+			"parameters": map[string]any{"resourceType": rt},
+		},
+	}}
+	err := cluster.Client.Create(context.Background(), refused)
+	const wantRefusal = "spec.match.labelSelector: Forbidden: a quota constraint cannot scope by match.labelSelector"
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), wantRefusal) {
+		t.Fatalf("a QuotaEntity scoped by match.labelSelector: %v\nwant Invalid: %s", err, wantRefusal)
+	}
+
+	for i := 1; i <= 5; i++ {
+		mustAdmit(t, ns, fmt.Sprintf("cm-%d", i))
+	}
+	quotaEntity(t, "e2e-labelscope", []string{ns}, map[string]any{"resourceType": rt, "labelSelector": counted})
+	label := func(name string) error {
+		cm := &corev1.ConfigMap{}
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Labels = map[string]string{"quota": "counted"}
+		return cluster.Client.Update(context.Background(), cm)
+	}
+	for i := 1; i <= 2; i++ {
+		if err := label(fmt.Sprintf("cm-%d", i)); err != nil {
+			t.Fatalf("label cm-%d into scope: %v", i, err)
+		}
+	}
+	waitBucket(t, consumer, rt, 2, 0)
+	err = label("cm-3")
+	want := "quota exceeded for Namespace " + ns + ": requested 1 of " + rt + ", available 0 of 2 (allocated 2, reserved 0)" + seeEffective(ns, consumer, rt)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("label cm-3 into scope past the limit: %v\nwant %s", err, want)
+	}
+	var list corev1.ConfigMapList
+	if err := cluster.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{"quota": "counted"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 {
+		t.Fatalf("%d live ConfigMaps labelled into scope, want 2", len(list.Items))
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,10 +109,10 @@ func (r *Runner) checkConstraint(s *Suite, t *Test) error {
 	if err != nil {
 		return err
 	}
-	if c.GetKind() != "QuotaAllocation" {
+	if !slices.Contains(validation.QuotaConstraintKinds, c.GetKind()) {
 		return nil
 	}
-	if errs := validation.ValidateQuotaAllocation(c); len(errs) > 0 {
+	if errs := validation.ValidateQuotaConstraint(c); len(errs) > 0 {
 		return fmt.Errorf("constraint %s: the manager's webhook would refuse it: %w", t.Constraint, errs.ToAggregate())
 	}
 	return nil

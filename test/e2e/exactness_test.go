@@ -44,19 +44,30 @@ const unitsAnnotation = "e2e.quota/units"
 // kind without metadata.generation.
 func unitsQuota(t *testing.T, ns, resourceType string, limit int64) quotav1alpha1.ConsumerRef {
 	t.Helper()
+	return unitsQuotaWith(t, ns, resourceType, limit, nil)
+}
+
+// unitsQuotaWith is unitsQuota whose constraint counts only the ConfigMaps
+// labelSelector selects (parameters.labelSelector), when it is not nil.
+func unitsQuotaWith(t *testing.T, ns, resourceType string, limit int64, labelSelector map[string]any) quotav1alpha1.ConsumerRef {
+	t.Helper()
 	namespace(t, ns, nil)
 	registration(t, resourceType, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer)
 	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
 	grant(t, "units", consumer, resourceType, limit)
+	parameters := map[string]any{
+		"resourceType": resourceType,
+		"amount":       map[string]any{"path": []any{"metadata", "annotations", unitsAnnotation}},
+	}
+	if labelSelector != nil {
+		parameters["labelSelector"] = labelSelector
+	}
 	quotaConstraint(t, "QuotaAllocation", ns, map[string]any{
 		"match": map[string]any{
 			"kinds":      []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}},
 			"namespaces": []any{ns},
 		},
-		"parameters": map[string]any{
-			"resourceType": resourceType,
-			"amount":       map[string]any{"path": []any{"metadata", "annotations", unitsAnnotation}},
-		},
+		"parameters": parameters,
 	})
 	return consumer
 }

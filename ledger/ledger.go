@@ -17,6 +17,14 @@ import (
 // comes back quickly.
 const DefaultReservationTTL = 2 * time.Minute
 
+// MinReservationTTL is the shortest TTL an admission reservation may have:
+// the longest timeout the API server allows a webhook (30 s), during which
+// a slower webhook after Gatekeeper's may still let the request through,
+// plus a margin for the write that follows. A shorter one expired the
+// reservation of an update still in flight, and the object then counted
+// beside another's quota (issue 22).
+const MinReservationTTL = 35 * time.Second
+
 // claimLockStripes bounds the memory of per-claim locking; a collision only
 // serializes two unrelated claims, it never affects correctness.
 const claimLockStripes = 256

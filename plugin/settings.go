@@ -140,5 +140,12 @@ func (s Settings) validate() error {
 			errs = append(errs, fmt.Errorf("%s: Invalid value: %q: must be positive", d.field, d.value))
 		}
 	}
+	if ttl := s.ReservationTTL.Duration; ttl > 0 && ttl < ledger.MinReservationTTL {
+		errs = append(errs, fmt.Errorf("reservationTTL: Invalid value: %q: must be at least %s: the longest webhook timeout (30s) plus a margin, "+
+			"or a reservation can expire while a slower webhook still holds its request", ttl, ledger.MinReservationTTL))
+	}
+	if s.Deadline.Duration >= s.ReservationTTL.Duration && s.ReservationTTL.Duration >= ledger.MinReservationTTL {
+		errs = append(errs, fmt.Errorf("deadline: Invalid value: %q: must be below reservationTTL (%s)", s.Deadline.Duration, s.ReservationTTL.Duration))
+	}
 	return errors.Join(errs...)
 }

@@ -54,6 +54,10 @@ func TestLoadSettings(t *testing.T) {
 		want:       Settings{SystemNamespace: "quotakeeper-system", ReservationTTL: duration(2 * time.Minute), Deadline: duration(4 * time.Second)},
 		wantSource: partial,
 	}, {
+		name: "a TTL below the longest webhook timeout is refused", file: write("short-ttl.yaml", "reservationTTL: 8s\n"),
+		wantErr: "quotakeeper plugin settings (" + filepath.Join(dir, "short-ttl.yaml") + "): " +
+			`reservationTTL: Invalid value: "8s": must be at least 35s: the longest webhook timeout (30s) plus a margin, or a reservation can expire while a slower webhook still holds its request`,
+	}, {
 		name: "a flag wins over the file", file: chart, flags: Settings{ReservationTTL: duration(time.Minute)},
 		want:       Settings{SystemNamespace: "quota-buckets", ReservationTTL: duration(time.Minute), Deadline: duration(6 * time.Second)},
 		wantSource: chart + " and flags",

@@ -6,15 +6,16 @@ package e2e_test
 import (
 	"os"
 	"testing"
-	"time"
 
+	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testcluster"
 )
 
-// reservationTTL is short so that the expiry of a reservation whose object
-// never appeared is observable within a test.
-const reservationTTL = 8 * time.Second
+// reservationTTL is the shortest the plugin accepts (ledger.MinReservationTTL,
+// above the longest webhook timeout), so that the expiry of a reservation
+// whose object never appeared is observable within a test.
+const reservationTTL = ledger.MinReservationTTL
 
 var cluster *localcluster.Cluster
 

@@ -10,15 +10,17 @@ package faults_test
 import (
 	"os"
 	"testing"
-	"time"
 
+	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testcluster"
 )
 
-// reservationTTL is short so that a reservation whose object never appeared
-// expires within a scenario, and so that the manager's outage can outlast it.
-const reservationTTL = 8 * time.Second
+// reservationTTL is the shortest the plugin accepts (ledger.MinReservationTTL:
+// a safe TTL, above the longest webhook timeout), so that a reservation whose
+// object never appeared expires within a scenario, and so that the manager's
+// outage can outlast it.
+const reservationTTL = ledger.MinReservationTTL
 
 var cluster *localcluster.Cluster
 

@@ -144,6 +144,8 @@ type Observer struct {
 	held      heldTypes                              // resource types not written meanwhile
 	informed  map[schema.GroupVersionKind]bool       // informers with our handler
 	lastWrite map[ledger.BucketKey]time.Time
+	// reservationClock: when this observer first saw each reservation.
+	reservationClock *ReservationClock
 	// For the observer lag metric: when each queued object or claim event
 	// arrived, and since when each bucket has had a change to write.
 	eventAt    map[item]time.Time
@@ -162,15 +164,16 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	}
 	o := &Observer{
 		opts: opts, cache: mgr.GetCache(), client: mgr.GetClient(), live: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), policy: p,
-		log:       mgr.GetLogger().WithName("observer"),
-		recorder:  mgr.GetEventRecorder("quotakeeper-observer"),
-		tally:     NewTally(),
-		known:     map[string]item{},
-		stamps:    map[string]stamp{},
-		watched:   map[schema.GroupKind]*meta.RESTMapping{},
-		informed:  map[schema.GroupVersionKind]bool{},
-		lastWrite: map[ledger.BucketKey]time.Time{},
-		eventAt:   map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
+		log:              mgr.GetLogger().WithName("observer"),
+		recorder:         mgr.GetEventRecorder("quotakeeper-observer"),
+		tally:            NewTally(),
+		known:            map[string]item{},
+		stamps:           map[string]stamp{},
+		watched:          map[schema.GroupKind]*meta.RESTMapping{},
+		informed:         map[schema.GroupVersionKind]bool{},
+		lastWrite:        map[ledger.BucketKey]time.Time{},
+		reservationClock: NewReservationClock(),
+		eventAt:          map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
 	}
 	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
 	// the same ones Gatekeeper holds, from this manager's cache.

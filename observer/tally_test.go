@@ -285,10 +285,37 @@ func TestPlanReservations(t *testing.T) {
 		{"a live reservation of an object counted nowhere waits (in flight)",
 			[]ledger.Reservation{res("nothing", later)}, Plan{Next: later}},
 	} {
-		got := PlanReservations(tl, teamA, tc.res, now)
+		got := PlanReservations(tl, teamA, tc.res, nil, now)
 		if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}
+	}
+}
+
+// A Gatekeeper whose clock runs behind stamps expiresAt early: an expired
+// reservation the observer has seen for less than ledger.MinReservationTTL
+// on its own clock waits until it has; the clock forgets reservations gone
+// from the bucket, and one seen again after that is new to it.
+func TestReservationClockHoldsExpiryToTheObserversOwnClock(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	early := ledger.Reservation{ClaimID: "unknown", Amount: 1, ExpiresAt: now.Add(-time.Minute)}
+	tl := NewTally()
+	clock := NewReservationClock()
+	seenAt := now.Add(-10 * time.Second)
+	clock.Seen(teamA, []ledger.Reservation{early}, seenAt)
+
+	got := PlanReservations(tl, teamA, []ledger.Reservation{early}, clock.Seen(teamA, []ledger.Reservation{early}, now), now)
+	if diff := cmp.Diff(Plan{Next: seenAt.Add(ledger.MinReservationTTL)}, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("seen 10s ago (-want +got):\n%s", diff)
+	}
+	later := seenAt.Add(ledger.MinReservationTTL)
+	got = PlanReservations(tl, teamA, []ledger.Reservation{early}, clock.Seen(teamA, []ledger.Reservation{early}, later), later)
+	if diff := cmp.Diff(Plan{Check: []ledger.Reservation{early}}, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("seen for the minimum TTL (-want +got):\n%s", diff)
+	}
+	clock.Seen(teamA, nil, later)
+	if seen := clock.Seen(teamA, []ledger.Reservation{early}, later); !seen["unknown"].Equal(later) {
+		t.Errorf("a reservation seen again after it was gone: first seen %v, want %v", seen["unknown"], later)
 	}
 }
 

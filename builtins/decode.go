@@ -13,6 +13,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // decoder turns a builtin argument into Go values, collecting every problem
@@ -216,4 +217,17 @@ func validationHalt(root string, err error) error {
 		msgs[i] = root + "." + fe.Error()
 	}
 	return rego.NewHaltError(errors.New(strings.Join(msgs, "; ")))
+}
+
+// invalidInputHalts counts the halt of a builtin whose only failure is
+// input it cannot read (package metrics), outside an observation, and
+// passes the result on: quota.quantity, quota.display,
+// quota.pod_resources and quota.selects answer through it.
+func invalidInputHalts(bctx rego.BuiltinContext, name string) func(*ast.Term, error) (*ast.Term, error) {
+	return func(t *ast.Term, err error) (*ast.Term, error) {
+		if err != nil && recorderFrom(bctx) == nil {
+			metrics.Halted(name, metrics.CauseInvalidInput, false)
+		}
+		return t, err
+	}
 }

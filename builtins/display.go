@@ -9,7 +9,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // UnitSource gives a resource type's units: those its active
@@ -61,11 +60,7 @@ func unitsJSON(resourceType string) map[string]any {
 // (v1alpha1.Units.DisplayNumber: "0.5", "10/3", never rounded), or the
 // amount itself when units declare no display unit other than the base.
 func display(bctx rego.BuiltinContext, amountTerm, unitsTerm *ast.Term) (*ast.Term, error) {
-	t, err := displayOf(amountTerm, unitsTerm)
-	if err != nil && recorderFrom(bctx) == nil {
-		metrics.Halted(DisplayName, metrics.CauseInvalidInput, false)
-	}
-	return t, err
+	return invalidInputHalts(bctx, DisplayName)(displayOf(amountTerm, unitsTerm))
 }
 
 func displayOf(amountTerm, unitsTerm *ast.Term) (*ast.Term, error) {

@@ -7,7 +7,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/quotakeeper/quotakeeper/metrics"
 	"github.com/quotakeeper/quotakeeper/podresources"
 )
 
@@ -22,11 +21,7 @@ import (
 // counts the same at admission and in the observer, and as much as the
 // scheduler and in-tree ResourceQuota say its pods hold.
 func podResources(bctx rego.BuiltinContext, objTerm *ast.Term) (*ast.Term, error) {
-	t, err := podResourcesOf(objTerm)
-	if err != nil && recorderFrom(bctx) == nil {
-		metrics.Halted(PodResourcesName, metrics.CauseInvalidInput, false)
-	}
-	return t, err
+	return invalidInputHalts(bctx, PodResourcesName)(podResourcesOf(objTerm))
 }
 
 func podResourcesOf(objTerm *ast.Term) (*ast.Term, error) {

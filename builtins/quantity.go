@@ -10,7 +10,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/quotakeeper/quotakeeper/metrics"
 	"github.com/quotakeeper/quotakeeper/quantities"
 )
 
@@ -23,11 +22,7 @@ import (
 //
 // Its halts outside an observation are counted (package metrics).
 func quantity(bctx rego.BuiltinContext, valueTerm, unitTerm *ast.Term) (*ast.Term, error) {
-	t, err := quantityOf(valueTerm, unitTerm)
-	if err != nil && recorderFrom(bctx) == nil {
-		metrics.Halted(QuantityName, metrics.CauseInvalidInput, false)
-	}
-	return t, err
+	return invalidInputHalts(bctx, QuantityName)(quantityOf(valueTerm, unitTerm))
 }
 
 func quantityOf(valueTerm, unitTerm *ast.Term) (*ast.Term, error) {

@@ -8,8 +8,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-
-	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // selects implements quota.selects(selector, labels): whether a
@@ -20,11 +18,7 @@ import (
 // create (issue 22, case 6), which Gatekeeper's match.labelSelector cannot
 // tell the template.
 func selects(bctx rego.BuiltinContext, selTerm, labelsTerm *ast.Term) (*ast.Term, error) {
-	t, err := selectsOf(selTerm, labelsTerm)
-	if err != nil && recorderFrom(bctx) == nil {
-		metrics.Halted(SelectsName, metrics.CauseInvalidInput, false)
-	}
-	return t, err
+	return invalidInputHalts(bctx, SelectsName)(selectsOf(selTerm, labelsTerm))
 }
 
 func selectsOf(selTerm, labelsTerm *ast.Term) (*ast.Term, error) {

@@ -376,6 +376,21 @@ violations(amount, old_amount) := set() if {
 
 requested(amount, _) := amount if operation == "CREATE"
 
+requested(amount, old_amount) := growth(amount, old_amount) if operation == "UPDATE"
+
+growth(amount, old_amount) := amount - old_amount if {
+	is_number(amount)
+	is_number(old_amount)
+} else := amount if {
+	not is_number(amount)
+} else := old_amount
+
+# What an UPDATE's object counts once the update is in place (claim's total).
+update_total(amount) := amount if {
+	operation == "UPDATE"
+	is_number(amount)
+} else := 0
+
 # ---------------------------------------------------------------------------
 # Scope by label
 #
@@ -397,21 +412,6 @@ in_scope(o) if {
 scoped_old(n) := n if {
 	in_scope(old_obj)
 } else := 0
-
-# What an UPDATE's object counts once the update is in place (claim's total).
-update_total(amount) := amount if {
-	operation == "UPDATE"
-	is_number(amount)
-} else := 0
-
-requested(amount, old_amount) := growth(amount, old_amount) if operation == "UPDATE"
-
-growth(amount, old_amount) := amount - old_amount if {
-	is_number(amount)
-	is_number(old_amount)
-} else := amount if {
-	not is_number(amount)
-} else := old_amount
 
 admission_violations(n, total) := {amount_violation(n)} if {
 	not is_number(n)
@@ -669,8 +669,8 @@ amount_error(n) := n.error if {
 
 # object_amount(obj) is what obj asks for in the registration's base unit,
 # per parameters.amount: {path} (a quantity at that path; absent counts 0)
-# or {resource, from} (what one of its pods holds of resource, "requests" or
-# "limits" (from's default), by Kubernetes' own rules: quota.pod_resources,
+# or {resource, from} (what one of its pods holds of resource, from its
+# "requests" (the default) or "limits", by Kubernetes' own rules: quota.pod_resources,
 # which counts pod-level resources, requests defaulted from limits, init
 # containers and sidecars as the scheduler and in-tree ResourceQuota do),
 # times the number at replicasPath when set (absent counts 1), converted

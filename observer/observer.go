@@ -50,6 +50,11 @@ type Options struct {
 	Workers int
 	// Now is the clock reservations expire by. Default time.Now.
 	Now func() time.Time
+	// MinReservationAge is how long the observer must itself have seen a
+	// reservation before it may expire it, whatever its expiresAt says
+	// (ReservationClock). Default ledger.MinReservationTTL; tests that
+	// expire reservations on purpose set less.
+	MinReservationAge time.Duration
 	// ObjectClaims writes a ResourceClaim view of every counted object
 	// (views.go): the manager's --object-claims, on by default there.
 	ObjectClaims bool
@@ -74,6 +79,9 @@ func (o *Options) defaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.MinReservationAge <= 0 {
+		o.MinReservationAge = ledger.MinReservationTTL
 	}
 	if o.WriterSynced == nil {
 		o.WriterSynced = func() bool { return true }
@@ -172,7 +180,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		watched:          map[schema.GroupKind]*meta.RESTMapping{},
 		informed:         map[schema.GroupVersionKind]bool{},
 		lastWrite:        map[ledger.BucketKey]time.Time{},
-		reservationClock: NewReservationClock(),
+		reservationClock: NewReservationClock(opts.MinReservationAge),
 		eventAt:          map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
 	}
 	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:

@@ -497,8 +497,10 @@ func startObserver(ctx context.Context, t *testing.T, env *testenv.Env) *recordi
 		t.Fatal(err)
 	}
 	w := &recordingWriter{Writer: l, last: map[ledger.BucketKey]ledger.Observation{}}
+	// The suite expires reservations on purpose: it does not wait the
+	// manager's minimum age for each.
 	o, err := observer.New(mgr, observer.Options{Writer: w, WriterSynced: m.HasSynced, WriteInterval: 50 * time.Millisecond,
-		Resync: resync, ObjectClaims: true, ObjectClaimsQPS: 200})
+		Resync: resync, ObjectClaims: true, ObjectClaimsQPS: 200, MinReservationAge: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,45 +57,46 @@ type Plan struct {
 // the Gatekeeper replica that made it, on that machine's clock: one running
 // behind would have its reservations expire early, while a slower webhook
 // may still let their requests through. So a reservation expires only once
-// the observer itself has seen it for ledger.MinReservationTTL too. After a
-// restart every reservation is new to it: it waits again (conservative).
-// Not safe for concurrent use.
+// the observer itself has seen it for minAge too (ledger.MinReservationTTL
+// in the manager). After a restart every reservation is new to it: it waits
+// again (conservative). Not safe for concurrent use.
 type ReservationClock struct {
-	first map[ledger.BucketKey]map[string]time.Time
+	minAge time.Duration
+	first  map[ledger.BucketKey]map[string]time.Time
 }
 
 // NewReservationClock returns a clock that has seen nothing.
-func NewReservationClock() *ReservationClock {
-	return &ReservationClock{first: map[ledger.BucketKey]map[string]time.Time{}}
+func NewReservationClock(minAge time.Duration) *ReservationClock {
+	return &ReservationClock{minAge: minAge, first: map[ledger.BucketKey]map[string]time.Time{}}
 }
 
-// Seen records that the bucket holds reservations at now and returns when
-// each was first seen; it forgets the bucket's reservations that are gone.
-func (c *ReservationClock) Seen(key ledger.BucketKey, reservations []ledger.Reservation, now time.Time) map[string]time.Time {
+// NotBefore records that the bucket holds reservations at now and returns,
+// for each, the earliest time the observer may expire it (first seen plus
+// the minimum age); it forgets the bucket's reservations that are gone.
+func (c *ReservationClock) NotBefore(key ledger.BucketKey, reservations []ledger.Reservation, now time.Time) map[string]time.Time {
 	old := c.first[key]
 	seen := make(map[string]time.Time, len(reservations))
+	notBefore := make(map[string]time.Time, len(reservations))
 	for _, r := range reservations {
-		if t, ok := old[r.ClaimID]; ok {
-			seen[r.ClaimID] = t
-		} else {
-			seen[r.ClaimID] = now
+		first, ok := old[r.ClaimID]
+		if !ok {
+			first = now
 		}
+		seen[r.ClaimID], notBefore[r.ClaimID] = first, first.Add(c.minAge)
 	}
 	if len(seen) == 0 {
 		delete(c.first, key)
 	} else {
 		c.first[key] = seen
 	}
-	return seen
+	return notBefore
 }
 
 // expiresAt is when the observer may treat r as expired: its expiresAt, but
-// never before it has seen r for ledger.MinReservationTTL on its own clock.
-func expiresAt(r ledger.Reservation, seen map[string]time.Time) time.Time {
-	if first, ok := seen[r.ClaimID]; ok {
-		if own := first.Add(ledger.MinReservationTTL); own.After(r.ExpiresAt) {
-			return own
-		}
+// never before notBefore says.
+func expiresAt(r ledger.Reservation, notBefore map[string]time.Time) time.Time {
+	if t, ok := notBefore[r.ClaimID]; ok && t.After(r.ExpiresAt) {
+		return t
 	}
 	return r.ExpiresAt
 }
@@ -106,16 +107,16 @@ func expiresAt(r ledger.Reservation, seen map[string]time.Time) time.Time {
 //     the reservation's Total or more (its update is in what was observed;
 //     ledger.Reservation.FoldedBy);
 //   - keep every other reservation until its expiry (the in-flight window):
-//     its expiresAt, but never before the observer has seen it for
-//     ledger.MinReservationTTL (seen, from a ReservationClock; nil: no floor);
+//     its expiresAt, but never before notBefore says (from a
+//     ReservationClock; nil: no floor);
 //   - after expiry, expire it if the observer evaluated its object (at
 //     generation g or later) and does not count it here, else ask for a
 //     live read.
-func PlanReservations(t *Tally, key ledger.BucketKey, reservations []ledger.Reservation, seen map[string]time.Time, now time.Time) Plan {
+func PlanReservations(t *Tally, key ledger.BucketKey, reservations []ledger.Reservation, notBefore map[string]time.Time, now time.Time) Plan {
 	var p Plan
 	for _, r := range reservations {
 		uid, g, _ := ledger.ReservationFor(r.ClaimID)
-		at := expiresAt(r, seen)
+		at := expiresAt(r, notBefore)
 		expired := !now.Before(at)
 		if counted, ok := t.Counted(key, uid); ok && r.FoldedBy(counted) {
 			p.Fold = append(p.Fold, r.ClaimID)

@@ -300,22 +300,22 @@ func TestReservationClockHoldsExpiryToTheObserversOwnClock(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	early := ledger.Reservation{ClaimID: "unknown", Amount: 1, ExpiresAt: now.Add(-time.Minute)}
 	tl := NewTally()
-	clock := NewReservationClock()
+	clock := NewReservationClock(ledger.MinReservationTTL)
 	seenAt := now.Add(-10 * time.Second)
-	clock.Seen(teamA, []ledger.Reservation{early}, seenAt)
+	clock.NotBefore(teamA, []ledger.Reservation{early}, seenAt)
 
-	got := PlanReservations(tl, teamA, []ledger.Reservation{early}, clock.Seen(teamA, []ledger.Reservation{early}, now), now)
+	got := PlanReservations(tl, teamA, []ledger.Reservation{early}, clock.NotBefore(teamA, []ledger.Reservation{early}, now), now)
 	if diff := cmp.Diff(Plan{Next: seenAt.Add(ledger.MinReservationTTL)}, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("seen 10s ago (-want +got):\n%s", diff)
 	}
 	later := seenAt.Add(ledger.MinReservationTTL)
-	got = PlanReservations(tl, teamA, []ledger.Reservation{early}, clock.Seen(teamA, []ledger.Reservation{early}, later), later)
+	got = PlanReservations(tl, teamA, []ledger.Reservation{early}, clock.NotBefore(teamA, []ledger.Reservation{early}, later), later)
 	if diff := cmp.Diff(Plan{Check: []ledger.Reservation{early}}, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("seen for the minimum TTL (-want +got):\n%s", diff)
 	}
-	clock.Seen(teamA, nil, later)
-	if seen := clock.Seen(teamA, []ledger.Reservation{early}, later); !seen["unknown"].Equal(later) {
-		t.Errorf("a reservation seen again after it was gone: first seen %v, want %v", seen["unknown"], later)
+	clock.NotBefore(teamA, nil, later)
+	if notBefore := clock.NotBefore(teamA, []ledger.Reservation{early}, later); !notBefore["unknown"].Equal(later.Add(ledger.MinReservationTTL)) {
+		t.Errorf("a reservation seen again after it was gone: not expired before %v, want %v", notBefore["unknown"], later.Add(ledger.MinReservationTTL))
 	}
 }
 

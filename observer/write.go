@@ -47,7 +47,7 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 	}
 	o.mu.Lock()
 	obs, err := o.tally.Observation(key)
-	plan := PlanReservations(o.tally, key, bucket, o.reservationClock.Seen(key, bucket, now), now)
+	plan := PlanReservations(o.tally, key, bucket, o.reservationClock.NotBefore(key, bucket, now), now)
 	// This write carries every change made to the tally so far.
 	since, changed := o.dirtySince[key]
 	delete(o.dirtySince, key)

@@ -220,9 +220,21 @@ func TestReplicasRace(t *testing.T) {
 		}
 		rvs[c] = obj.ResourceVersion
 	}
-	// The organization is the binding cap: contention must have filled it.
-	if org := bucketObject(t, env.Client, ledger.NewBucketKey(acme, projects, nil)); org.Status.Available > 1 {
-		t.Errorf("organization bucket left %d available with %d attempts: the race did not contend", org.Status.Available, len(outcomes))
+	// The organization is the binding cap: contention must have reached
+	// it, so that some organization-only claim was refused. Not "filled it
+	// at the end": a claim over a project and the organization takes the
+	// organization first (buckets in name order) and returns it when its
+	// project refuses, so a run can end with some of it free after the
+	// last organization-only claim was refused (seen in make test: 2 left,
+	// 22 of 144 granted).
+	orgRefused := 0
+	for _, o := range outcomes {
+		if !o.granted && len(o.claim.Requests) == 1 && o.claim.Requests[0].Consumer == acme {
+			orgRefused++
+		}
+	}
+	if orgRefused == 0 {
+		t.Errorf("no organization-only claim refused, %d of %d claims granted: the race did not contend", grantedCount, len(outcomes))
 	}
 	t.Logf("%d of %d claims granted; %d bucket versions watched", grantedCount, len(outcomes), versions)
 

@@ -16,10 +16,9 @@ import (
 // msg} for an object without a readable pod spec: the library turns that
 // into a denial where an amount is needed, and a template that computes an
 // amount it then does not use (a Scale it does not check) is not halted by
-// it. The Rego
-// library converts a quantity with quota.quantity, so the same object
-// counts the same at admission and in the observer, and as much as the
-// scheduler and in-tree ResourceQuota say its pods hold.
+// it. The Rego library converts a quantity with quota.quantity, so the
+// same object counts the same at admission and in the observer, and as
+// much as the scheduler and in-tree ResourceQuota say its pods hold.
 func podResources(bctx rego.BuiltinContext, objTerm *ast.Term) (*ast.Term, error) {
 	return invalidInputHalts(bctx, PodResourcesName)(podResourcesOf(objTerm))
 }

@@ -325,7 +325,7 @@ func TestInvalidInputHaltsWithTheFieldAndChangesNothing(t *testing.T) {
 		{"not an object", "quota.reserve(input.claim)", map[string]any{"claim": "c"},
 			"quota.reserve: claim: must be an object, got string"},
 		{"misspelt claim field", "quota.reserve(input)", map[string]any{"id": "c", "requests": []any{ok}, "metdata": map[string]any{}},
-			"quota.reserve: claim.metdata: unknown field (allowed: id, object, requests, metadata)"},
+			"quota.reserve: claim.metdata: unknown field (allowed: id, object, requests, metadata, policyVersion)"},
 		{"metadata not an object", "quota.reserve(input)", withMetadata(claim("c", ok), "web"),
 			"quota.reserve: claim.metadata: must be an object, got string"},
 		{"misspelt metadata field", "quota.reserve(input)", withMetadata(claim("c", ok), map[string]any{"label": map[string]any{}}),

@@ -30,7 +30,7 @@ func FuzzDecodeClaim(f *testing.F) {
 		if err != nil {
 			return
 		}
-		c, _, err := decodeClaim(term)
+		c, _, _, err := decodeClaim(term)
 		if err != nil {
 			requireHalt(t, err)
 			return
@@ -46,7 +46,7 @@ func FuzzDecodeClaim(f *testing.F) {
 			checkDimensions(t, r.Dimensions)
 		}
 
-		again, _, err := decodeClaim(mustTerm(t, claimJSON(c)))
+		again, _, _, err := decodeClaim(mustTerm(t, claimJSON(c)))
 		if err != nil {
 			t.Fatalf("re-decoding %#v: %v", c, err)
 		}

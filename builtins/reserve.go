@@ -24,12 +24,16 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 		}
 		return nil, err
 	}
-	claim, md, err := decodeClaim(arg)
+	claim, md, version, err := decodeClaim(arg)
 	if err != nil {
 		return halt(metrics.CauseInvalidInput, err)
 	}
 	if r != nil {
 		return toTerm(r.record(RecordedClaim{Claim: claim, Metadata: md}))
+	}
+	if denial := recounting(claim, version); denial != nil {
+		metrics.Decision(false, 0)
+		return toTerm(denial)
 	}
 	l, err := currentLedger()
 	if err != nil {
@@ -59,16 +63,17 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 }
 
 // decodeClaim decodes quota.reserve's argument: the claim for the ledger,
-// and the metadata of its view, which the ledger never sees.
-func decodeClaim(arg *ast.Term) (ledger.Claim, ClaimMetadata, error) {
+// the metadata of its view and its constraint's policy version (package
+// counted), which the ledger never sees.
+func decodeClaim(arg *ast.Term) (ledger.Claim, ClaimMetadata, string, error) {
 	v, err := toJSON("claim", arg)
 	if err != nil {
-		return ledger.Claim{}, ClaimMetadata{}, err
+		return ledger.Claim{}, ClaimMetadata{}, "", err
 	}
 	var d decoder
-	m := d.object("claim", v, "id", "object", "requests", "metadata")
+	m := d.object("claim", v, "id", "object", "requests", "metadata", "policyVersion")
 	if m == nil {
-		return ledger.Claim{}, ClaimMetadata{}, d.err()
+		return ledger.Claim{}, ClaimMetadata{}, "", d.err()
 	}
 	var c ledger.Claim
 	c.ID = d.requiredString("claim", m, "id")
@@ -107,7 +112,8 @@ func decodeClaim(arg *ast.Term) (ledger.Claim, ClaimMetadata, error) {
 		}
 	}
 	md := d.metadata("claim", m)
-	return c, md, d.err()
+	version := d.str("claim", m, "policyVersion")
+	return c, md, version, d.err()
 }
 
 func decisionJSON(id string, d ledger.Decision) map[string]any {

@@ -342,7 +342,13 @@ claim(n, total) := {
 	"id": claim_id(n),
 	"object": object_ref,
 	"requests": [object.union(request(s, n), {"total": total}) | some s in scopes],
+	"policyVersion": policy_version,
 }
+
+# The constraint's policy version, stamped into its parameters by the
+# manager: quota.reserve denies while the observer has not counted the
+# existing objects under it (a new or changed constraint; package counted).
+policy_version := object.get(params, "policyVersion", "")
 
 request(s, amount) := {
 	"consumer": s.consumer,
@@ -448,6 +454,7 @@ claim_violations(requests, metadata) := set() if {
 	"object": object_ref,
 	"requests": requests,
 	"metadata": metadata,
+	"policyVersion": policy_version,
 })) if {
 	mode == "reserve"
 	operation == "CREATE"
@@ -482,6 +489,7 @@ growth_violations(requests, metadata) := set() if {
 	"object": object_ref,
 	"requests": requests,
 	"metadata": metadata,
+	"policyVersion": policy_version,
 })) if {
 	mode == "reserve"
 } else := requests_check_violations(requests) if {

@@ -142,8 +142,16 @@ test_claim_for_create if {
 			"total": 0,
 			"dimensions": {},
 		}],
+		"policyVersion": "",
 	}
 		with input as create
+}
+
+# The constraint's policy version travels with every claim: quota.reserve
+# denies while the observer has not counted under it.
+test_claim_carries_the_policy_version if {
+	quotalib.claim(1, 0).policyVersion == "QuotaEntity/pods/0123456789abcdef"
+		with input as json.patch(create, [{"op": "add", "path": "/parameters/policyVersion", "value": "QuotaEntity/pods/0123456789abcdef"}])
 }
 
 at_generation(o, g) := json.patch(o, [{"op": "add", "path": "/metadata/generation", "value": g}])

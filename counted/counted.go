@@ -2,8 +2,9 @@
 // constraint took its current form has been counted under that form: the
 // condition for deciding a request against its buckets (issue 22, case 5).
 //
-// A quota constraint's policy version is a digest of its spec (match,
-// enforcement action and parameters, but for the version itself), written
+// A quota constraint's policy version is a digest of what decides what it
+// counts (its match, its parameters but for the version itself, and whether
+// it counts at all: Counts), written
 // into the constraint as spec.parameters.policyVersion by the manager's
 // mutating webhook before the constraint is stored (or, for a constraint
 // that reached the API server without it, by the observer afterwards). The
@@ -25,10 +26,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/util"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/quotakeeper/quotakeeper/bypass"
 )
 
 // Field is the constraint parameter holding the policy version.
@@ -40,24 +46,44 @@ const Field = "policyVersion"
 const ConfigMapName = "quotakeeper-counted-policies"
 
 // Version is the policy version of constraint u as it stands:
-// "<Kind>/<name>/<digest>", the digest over u's spec without the version
-// itself, so stamping it changes nothing it covers.
+// "<Kind>/<name>/<digest>", the digest over what decides what u counts:
+// spec.match, spec.parameters without the version (so stamping it changes
+// nothing it covers) and Counts(u). A QuotaBypass relaxing u to warn leaves
+// it as it is: the observer goes on counting u, so nothing is recounted.
 func Version(u *unstructured.Unstructured) (string, error) {
 	spec, _ := u.Object["spec"].(map[string]any)
-	spec = runtime.DeepCopyJSONValue(spec).(map[string]any)
-	if params, ok := spec["parameters"].(map[string]any); ok {
-		delete(params, Field)
-		if len(params) == 0 {
-			delete(spec, "parameters")
-		}
-	}
+	params, _ := runtime.DeepCopyJSONValue(spec["parameters"]).(map[string]any)
+	delete(params, Field)
 	// encoding/json writes map keys sorted: the same spec, the same bytes.
-	b, err := json.Marshal(spec)
+	b, err := json.Marshal(map[string]any{"match": spec["match"], "parameters": params, "counts": Counts(u)})
 	if err != nil {
 		return "", fmt.Errorf("constraint %s %s: spec: %w", u.GetKind(), u.GetName(), err)
 	}
 	sum := sha256.Sum256(b)
 	return u.GetKind() + "/" + u.GetName() + "/" + hex.EncodeToString(sum[:8]), nil
+}
+
+// Counts reports whether constraint u denies at admission: only such
+// constraints count (warn and dryrun hold nothing once the object exists).
+// A constraint a QuotaBypass relaxed to warn counts as the action it had
+// before: a bypass admits objects over quota, it does not stop counting
+// them (the bucket shows used above its limit).
+func Counts(u *unstructured.Unstructured) bool {
+	action, err := util.GetEnforcementAction(u.Object)
+	if err != nil {
+		return false
+	}
+	if original, ok := bypass.OriginalAction(u); ok {
+		action = util.EnforcementAction(original)
+	}
+	switch action {
+	case util.Deny:
+		return true
+	case util.Scoped:
+		actions, err := util.ScopedActionForEP(util.WebhookEnforcementPoint, u)
+		return err == nil && slices.Contains(actions, string(util.Deny))
+	}
+	return false
 }
 
 // Stamped is the version written into u's parameters, or "".

@@ -80,3 +80,51 @@ func TestRecordHasOnlyThePublishedDigest(t *testing.T) {
 		}
 	}
 }
+
+// Only deny constraints count; one a QuotaBypass relaxed to warn counts as
+// the action it had, so what the bypass lets in is still counted.
+func TestCountsRelaxedConstraintsAsTheirOriginalAction(t *testing.T) {
+	constraint := func(action string, annotations map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"enforcementAction": action}}}
+		if annotations != nil {
+			u.Object["metadata"] = map[string]any{"annotations": annotations}
+		}
+		return u
+	}
+	relaxed := func(original string) map[string]any {
+		return map[string]any{"quota.miloapis.com/bypass": "inc-42", "quota.miloapis.com/enforcement-action": original}
+	}
+	for _, c := range []struct {
+		name string
+		u    *unstructured.Unstructured
+		want bool
+	}{
+		{"deny", constraint("deny", nil), true},
+		{"warn", constraint("warn", nil), false},
+		{"dryrun", constraint("dryrun", nil), false},
+		{"warn relaxed from deny", constraint("warn", relaxed("deny")), true},
+		{"warn with only the original action", constraint("warn", map[string]any{"quota.miloapis.com/enforcement-action": "deny"}), false},
+		{"warn relaxed from warn", constraint("warn", relaxed("warn")), false},
+	} {
+		if got := counted.Counts(c.u); got != c.want {
+			t.Errorf("%s: Counts = %t, want %t", c.name, got, c.want)
+		}
+	}
+}
+
+// A QuotaBypass relaxing a constraint to warn changes nothing counted, so
+// not its version either; a constraint turned to warn for good does.
+func TestVersionFollowsWhatIsCounted(t *testing.T) {
+	spec := func(action string) map[string]any {
+		return map[string]any{"enforcementAction": action, "parameters": map[string]any{"resourceType": "core/configmaps"}}
+	}
+	deny := version(t, constraint(spec("deny")))
+	relaxed := constraint(spec("warn"))
+	relaxed.SetAnnotations(map[string]string{"quota.miloapis.com/bypass": "inc-42", "quota.miloapis.com/enforcement-action": "deny"})
+	if got := version(t, relaxed); got != deny {
+		t.Errorf("relaxed by a bypass: version %q, want %q", got, deny)
+	}
+	if got := version(t, constraint(spec("warn"))); got == deny {
+		t.Errorf("turned to warn: version unchanged %q", got)
+	}
+}

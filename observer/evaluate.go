@@ -15,6 +15,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/counted"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
@@ -117,7 +118,11 @@ func (o *Observer) processTemplate(ctx context.Context, name string) error {
 		}
 	}
 	if changed && o.ready.Load() {
-		// Constraints loaded before the template changed are reloaded.
+		// Constraints loaded before the template changed are reloaded,
+		// and recounted before their buckets decide again.
+		o.mu.Lock()
+		o.recountKind(kind)
+		o.mu.Unlock()
 		o.events.Add(item{kind: itemResync})
 	}
 	return nil
@@ -138,10 +143,29 @@ func (o *Observer) processConstraint(ctx context.Context, it item) error {
 	if apierrors.IsNotFound(err) {
 		u = nil
 	}
+	version := ""
+	if u != nil {
+		if version, err = counted.Version(u); err != nil {
+			return err
+		}
+		stamped, err := o.stampVersion(ctx, u, version)
+		if err != nil {
+			return fmt.Errorf("constraint %s %s: writing parameters.%s: %w", it.gvk.Kind, it.name, counted.Field, err)
+		}
+		if !stamped {
+			// Gatekeeper holds it without the version (or with an old
+			// one): quota.reserve denies what it charges until the
+			// stamped constraint comes back as an event.
+			version = ""
+		}
+	}
 	changed, err := o.policy.setConstraint(ctx, it.gvk.GroupKind(), it.name, u)
 	if err != nil {
 		return fmt.Errorf("constraint %s %s: %w", it.gvk.Kind, it.name, err)
 	}
+	o.mu.Lock()
+	recount := o.setVersion(counted.Key(it.gvk.Kind, it.name), version)
+	o.mu.Unlock()
 	blind, err := o.watchMatchedKinds(ctx)
 	if blind {
 		o.events.AddAfter(it, blindRetry)
@@ -149,7 +173,10 @@ func (o *Observer) processConstraint(ctx context.Context, it item) error {
 	if err != nil {
 		return err
 	}
-	if changed && o.ready.Load() {
+	if (changed || recount) && o.ready.Load() {
+		// A change re-evaluates everything; a constraint's new version is
+		// counted by that resync even when the loaded set did not change
+		// (a warn constraint's edit).
 		o.events.Add(item{kind: itemResync})
 	}
 	return nil
@@ -165,6 +192,7 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	err := o.cache.Get(ctx, types.NamespacedName{Namespace: it.namespace, Name: it.name}, u)
 	if apierrors.IsNotFound(err) || mapping == nil {
 		o.forget(it)
+		o.evaluated(it, anyPolicy)
 		return nil
 	}
 	if err != nil {
@@ -191,6 +219,7 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	}
 	o.mu.Unlock()
 	if unchanged {
+		o.evaluated(it, at.policy)
 		return nil
 	}
 	claims, violations, err := o.policy.evaluate(ctx, u, mapping, ns)
@@ -224,6 +253,7 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	o.mu.Lock()
 	o.stamps[it.ref()] = at
 	o.mu.Unlock()
+	o.evaluated(it, at.policy)
 	return nil
 }
 
@@ -245,12 +275,14 @@ func (o *Observer) processClaim(ctx context.Context, it item) error {
 	err := o.cache.Get(ctx, types.NamespacedName{Namespace: it.namespace, Name: it.name}, c)
 	if apierrors.IsNotFound(err) || (err == nil && quotav1alpha1.IsView(c.Labels)) {
 		o.forget(it) // a view counts nothing: its object is counted
+		o.evaluated(it, anyPolicy)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
 	o.record(it, Object{UID: string(c.UID), Generation: c.Generation, Namespace: c.Namespace, Amounts: ClaimAmounts(c)})
+	o.evaluated(it, anyPolicy) // a claim counts its requests, whatever the policy
 	return nil
 }
 

@@ -22,6 +22,7 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/claimpolicies"
+	"github.com/quotakeeper/quotakeeper/counted"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/metrics"
 )
@@ -158,6 +159,17 @@ type Observer struct {
 	// arrived, and since when each bucket has had a change to write.
 	eventAt    map[item]time.Time
 	dirtySince map[ledger.BucketKey]time.Time
+	// writing: the buckets being written, since when their changes waited.
+	writing map[ledger.BucketKey]time.Time
+
+	// Recounting (recount.go): every quota constraint's version by
+	// counted.Key, those not yet counted, the versions stamped by the
+	// observer, and the record last published (touched by Start's loop
+	// only).
+	versions  map[string]string
+	recounts  map[string]*recount
+	stamped   map[string]string
+	published counted.Record
 }
 
 // New returns an Observer reading through mgr's cache. Add it to mgr.
@@ -182,6 +194,8 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		lastWrite:        map[ledger.BucketKey]time.Time{},
 		reservationClock: NewReservationClock(opts.MinReservationAge),
 		eventAt:          map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
+		writing:          map[ledger.BucketKey]time.Time{},
+		versions:         map[string]string{}, recounts: map[string]*recount{}, stamped: map[string]string{},
 	}
 	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
 	// the same ones Gatekeeper holds, from this manager's cache.
@@ -239,6 +253,13 @@ func (o *Observer) Start(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	// Every object was evaluated under every constraint loaded: their
+	// versions are published once the buckets are written.
+	o.mu.Lock()
+	for _, r := range o.recounts {
+		r.items, r.tallied = map[item]bool{}, o.opts.Now()
+	}
+	o.mu.Unlock()
 	o.ready.Store(true)
 	o.enqueueAllBuckets(ctx)
 	o.enqueueAllViews(ctx)
@@ -280,6 +301,8 @@ func (o *Observer) Start(ctx context.Context) error {
 	}
 	ticker := time.NewTicker(o.opts.Resync)
 	defer ticker.Stop()
+	publish := time.NewTicker(publishInterval)
+	defer publish.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -290,6 +313,11 @@ func (o *Observer) Start(ctx context.Context) error {
 			return nil
 		case <-ticker.C:
 			o.events.Add(item{kind: itemResync})
+		case <-publish.C:
+			if err := o.publish(ctx); err != nil {
+				metrics.ObserverError(metrics.OperationWrite)
+				o.log.Error(err, "publishing the counted policy versions")
+			}
 		}
 	}
 }

@@ -29,7 +29,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
-	"github.com/quotakeeper/quotakeeper/bypass"
+	"github.com/quotakeeper/quotakeeper/counted"
 )
 
 // Gatekeeper's kinds the observer reads.
@@ -138,29 +138,6 @@ func (p *policy) templateOf(kind string) string {
 	return ""
 }
 
-// denies reports whether a constraint denies at admission: only such
-// constraints count (warn and dryrun hold nothing once the object exists).
-// A constraint a QuotaBypass relaxed to warn counts as the action it had
-// before: a bypass admits objects over quota, it does not stop counting
-// them (the bucket shows used above its limit).
-func denies(u *unstructured.Unstructured) bool {
-	action, err := util.GetEnforcementAction(u.Object)
-	if err != nil {
-		return false
-	}
-	if original, ok := bypass.OriginalAction(u); ok {
-		action = util.EnforcementAction(original)
-	}
-	switch action {
-	case util.Deny:
-		return true
-	case util.Scoped:
-		actions, err := util.ScopedActionForEP(util.WebhookEnforcementPoint, u)
-		return err == nil && slices.Contains(actions, string(util.Deny))
-	}
-	return false
-}
-
 // samePolicy reports whether two versions of a constraint are the same
 // policy: the same spec, labels and annotations (a QuotaBypass relaxes a
 // constraint through its annotations). Gatekeeper's audit writes every
@@ -178,7 +155,7 @@ func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name st
 	p.mu.Lock()
 	old := p.constraints[gk][name]
 	p.mu.Unlock()
-	if u == nil || !denies(u) {
+	if u == nil || !counted.Counts(u) {
 		if old == nil {
 			return false, nil
 		}

@@ -41,37 +41,6 @@ func TestMatchKindsLeavesScaleToAdmission(t *testing.T) {
 	}
 }
 
-// Only deny constraints count; one a QuotaBypass relaxed to warn counts as
-// the action it had, so what the bypass lets in is still counted.
-func TestDeniesCountsRelaxedConstraintsAsTheirOriginalAction(t *testing.T) {
-	constraint := func(action string, annotations map[string]any) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"enforcementAction": action}}}
-		if annotations != nil {
-			u.Object["metadata"] = map[string]any{"annotations": annotations}
-		}
-		return u
-	}
-	relaxed := func(original string) map[string]any {
-		return map[string]any{"quota.miloapis.com/bypass": "inc-42", "quota.miloapis.com/enforcement-action": original}
-	}
-	for _, c := range []struct {
-		name string
-		u    *unstructured.Unstructured
-		want bool
-	}{
-		{"deny", constraint("deny", nil), true},
-		{"warn", constraint("warn", nil), false},
-		{"dryrun", constraint("dryrun", nil), false},
-		{"warn relaxed from deny", constraint("warn", relaxed("deny")), true},
-		{"warn with only the original action", constraint("warn", map[string]any{"quota.miloapis.com/enforcement-action": "deny"}), false},
-		{"warn relaxed from warn", constraint("warn", relaxed("warn")), false},
-	} {
-		if got := denies(c.u); got != c.want {
-			t.Errorf("%s: denies = %t, want %t", c.name, got, c.want)
-		}
-	}
-}
-
 // Gatekeeper writes a constraint's status after every audit pass, and a
 // template's as its pods come and go. Neither changes what an object
 // counts, so neither may reload the policy: a reload evaluates every

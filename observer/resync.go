@@ -110,7 +110,12 @@ func (o *Observer) resync(ctx context.Context) {
 	for _, it := range o.constraintItems(ctx) {
 		o.events.Add(it)
 	}
-	for _, it := range o.objectItems(ctx, "") {
+	o.mu.Lock()
+	waiting := o.waitingForList()
+	o.mu.Unlock()
+	items := o.objectItems(ctx, "")
+	o.listedForRecount(waiting, items)
+	for _, it := range items {
 		o.events.Add(it)
 	}
 	o.enqueueAllBuckets(ctx)

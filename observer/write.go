@@ -51,6 +51,16 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 	// This write carries every change made to the tally so far.
 	since, changed := o.dirtySince[key]
 	delete(o.dirtySince, key)
+	if changed {
+		// Until this write ends, its changes are neither dirty nor
+		// written: a recount waits for them (recount.go).
+		o.writing[key] = since
+		defer func() {
+			o.mu.Lock()
+			delete(o.writing, key)
+			o.mu.Unlock()
+		}()
+	}
 	o.mu.Unlock()
 	if err != nil {
 		o.stillDirty(key, since, changed)

@@ -91,6 +91,17 @@ func AddToManager(mgr manager.Manager) error {
 	if err := policies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
 		return fmt.Errorf("quotakeeper: %w", err)
 	}
+	// The constraints the manager has counted under (package counted):
+	// quota.reserve denies the others from the first request on.
+	record := &countedRecord{}
+	builtins.UseCountedPolicies(record)
+	informer, err := newCountedInformer(mgr, settings.SystemNamespace, record)
+	if err != nil {
+		return fmt.Errorf("quotakeeper: %w", err)
+	}
+	if err := mgr.Add(informer); err != nil {
+		return fmt.Errorf("quotakeeper: %w", err)
+	}
 	return mgr.Add(useWhenSynced{ledger: l, mirror: m, policies: policies})
 }
 

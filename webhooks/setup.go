@@ -91,5 +91,6 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("quota bypass webhook: %w", err)
 	}
 	mgr.GetWebhookServer().Register(quotaConstraintPath, &webhook.Admission{Handler: QuotaConstraintValidator{}})
+	mgr.GetWebhookServer().Register(quotaConstraintVersionPath, &webhook.Admission{Handler: QuotaConstraintVersioner{}})
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	countedpolicies "github.com/quotakeeper/quotakeeper/counted"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -345,4 +346,80 @@ func TestLabellingObjectsIntoScopeIsChargedLikeACreate(t *testing.T) {
 	if len(list.Items) != 2 {
 		t.Fatalf("%d live ConfigMaps labelled into scope, want 2", len(list.Items))
 	}
+}
+
+// Case 5: a constraint new over objects that already exist decides nothing
+// until the manager has counted them under it. From the moment every
+// Gatekeeper replica enforces it, each create is denied: as being
+// recounted until the manager publishes the constraint's policy version,
+// and from then on with the bucket already counting every existing object.
+func TestANewConstraintIsNotDecidedUntilItsObjectsAreCounted(t *testing.T) {
+	const ns, rt, existing = "e2e-recount", "e2e.quota/recount-configmaps", 200
+	namespace(t, ns, nil)
+	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	grant(t, "configmaps", consumer, rt, 10)
+	for i := range existing {
+		mustAdmit(t, ns, fmt.Sprintf("old-%d", i))
+	}
+	c := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "QuotaEntity",
+		"metadata": map[string]any{"name": ns},
+		"spec": map[string]any{
+			"match":      map[string]any{"kinds": []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}}, "namespaces": []any{ns}},
+			"parameters": map[string]any{"resourceType": rt},
+		},
+	}}
+	if err := cluster.Apply(context.Background(), time.Minute, c); err != nil {
+		t.Fatal(err)
+	}
+	waitConstraintAction(t, ns, "deny")
+
+	recounting := "quota denied: quota for " + rt + " is being recounted under QuotaEntity " + ns + ", retry in a few seconds"
+	exceeded := "requested 1 of " + rt + ", available 0 of 10 (allocated 200, reserved 0)"
+	published := func() bool {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(c.GroupVersionKind())
+		cm := &corev1.ConfigMap{}
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: ns}, got); err != nil {
+			t.Fatal(err)
+		}
+		err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: quotav1alpha1.DefaultSystemNamespace, Name: countedpolicies.ConfigMapName}, cm)
+		return err == nil && countedpolicies.Record(cm.Data).Has(countedpolicies.Stamped(got))
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	var recounted, afterPublished int
+	for i := 0; afterPublished < 3; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the constraint's version was not published in 2 minutes (%d creates denied as recounting)", recounted)
+		}
+		wasPublished := published()
+		if wasPublished && afterPublished == 0 {
+			// Published only once written: the bucket counts them all.
+			if st := bucket(t, consumer, rt); st.Allocated != existing {
+				t.Fatalf("version published with the bucket at allocated %d, want %d", st.Allocated, existing)
+			}
+		}
+		err := createConfigMap(ns, fmt.Sprintf("new-%d", i))
+		switch {
+		case err == nil:
+			t.Fatalf("create %d admitted with %d ConfigMaps under a limit of 10 (published %t)", i, existing, wasPublished)
+		case !apierrors.IsForbidden(err):
+			t.Fatalf("create %d: %v", i, err)
+		case strings.Contains(err.Error(), recounting):
+			// Also just after publication: Gatekeeper reads the record
+			// through a watch.
+			if !wasPublished {
+				recounted++
+			}
+		case strings.Contains(err.Error(), exceeded):
+			if wasPublished {
+				afterPublished++
+			}
+		default:
+			t.Fatalf("create %d (published %t): %v\nwant %q or %q", i, wasPublished, err, recounting, exceeded)
+		}
+	}
+	t.Logf("%d creates denied as being recounted before the version was published", recounted)
+	waitBucket(t, consumer, rt, existing, 0)
 }

@@ -6,8 +6,11 @@ import (
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/quotakeeper/quotakeeper/counted"
 )
 
 const (
@@ -58,5 +61,49 @@ func TestQuotaConstraintValidator(t *testing.T) {
 				t.Errorf("warnings %q, want two, the first beginning %q", resp.Warnings, tc.warningsPrefix)
 			}
 		})
+	}
+}
+
+// The versioner writes the constraint's policy version into its
+// parameters, and nothing when it already carries the right one.
+func TestQuotaConstraintVersioner(t *testing.T) {
+	handle := func(raw string) admission.Response {
+		return QuotaConstraintVersioner{}.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			Operation: admissionv1.Create, Object: runtime.RawExtension{Raw: []byte(raw)},
+		}})
+	}
+	c := &unstructured.Unstructured{}
+	if err := c.UnmarshalJSON([]byte(checkedScale)); err != nil {
+		t.Fatal(err)
+	}
+	version, err := counted.Version(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := handle(checkedScale)
+	if !resp.Allowed || len(resp.Patches) != 1 {
+		t.Fatalf("allowed %v, patches %+v: want one patch", resp.Allowed, resp.Patches)
+	}
+	if p := resp.Patches[0]; p.Operation != "add" || p.Path != "/spec/parameters/policyVersion" || p.Value != version {
+		t.Errorf("patch %+v, want add /spec/parameters/policyVersion %q", p, version)
+	}
+
+	if err := unstructured.SetNestedField(c.Object, version, "spec", "parameters", counted.Field); err != nil {
+		t.Fatal(err)
+	}
+	stamped, err := c.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := handle(string(stamped)); !resp.Allowed || len(resp.Patches) != 0 {
+		t.Errorf("already stamped: allowed %v, patches %+v, want none", resp.Allowed, resp.Patches)
+	}
+	if err := unstructured.SetNestedField(c.Object, "QuotaAllocation/cpu/0000000000000000", "spec", "parameters", counted.Field); err != nil {
+		t.Fatal(err)
+	}
+	stale, _ := c.MarshalJSON()
+	resp = handle(string(stale))
+	if len(resp.Patches) != 1 || resp.Patches[0].Operation != "replace" || resp.Patches[0].Value != version {
+		t.Errorf("stale version: patches %+v, want replace with %q", resp.Patches, version)
 	}
 }

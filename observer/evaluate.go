@@ -2,6 +2,7 @@ package observer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -26,32 +27,68 @@ import (
 // initialLoad loads every quota template and deny constraint and evaluates
 // every object and claim, synchronously, before the first write. The
 // informers' handlers queue the same items again; processObject skips
-// what it has already evaluated unchanged.
-func (o *Observer) initialLoad(ctx context.Context) error {
+// what it has already evaluated unchanged. It returns the objects whose
+// evaluation failed: the versions loaded are published only once those are
+// counted too (Start).
+//
+// It does not return before every quota template's constraint kind is
+// watched and every constraint loaded: a constraint the observer cannot
+// see counts nothing, and a bucket written without it (another constraint
+// counting into the same bucket) would decide against less than the live
+// objects use. Gatekeeper makes a template's constraint kind moments after
+// the template; until then this waits, and nothing is written.
+func (o *Observer) initialLoad(ctx context.Context) (failed []item, err error) {
 	templates := &unstructured.UnstructuredList{}
 	templates.SetGroupVersionKind(templateGVK.GroupVersion().WithKind(templateGVK.Kind + "List"))
 	if err := o.cache.List(ctx, templates); err != nil {
-		return err
+		return nil, err
 	}
+	pending := make([]string, 0, len(templates.Items))
 	for _, t := range templates.Items {
-		if err := o.process(ctx, item{kind: itemTemplate, name: t.GetName()}); err != nil {
-			o.log.Error(err, "loading template", "template", t.GetName())
+		pending = append(pending, t.GetName())
+	}
+	for {
+		var unwatched []string
+		for _, name := range pending {
+			err := o.processTemplate(ctx, name)
+			switch {
+			case errors.Is(err, errKindUnwatched):
+				unwatched = append(unwatched, name)
+				o.log.Info("waiting for a quota template's constraint kind; the observer writes nothing until it is watched", "template", name, "error", err.Error())
+			case err != nil:
+				// Gatekeeper cannot compile it either: it enforces nothing.
+				o.log.Error(err, "loading template", "template", name)
+			}
 		}
+		if len(unwatched) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+		pending = unwatched
 	}
 	for _, it := range o.constraintItems(ctx) {
 		if err := o.process(ctx, it); err != nil {
+			// Not published, so not decided on either (package counted).
 			o.log.Error(err, "loading constraint", "kind", it.gvk.Kind, "name", it.name)
 		}
 	}
 	// Objects on every worker at once: a restart's rebuild is this loop.
 	items := o.objectItems(ctx, "")
 	next := make(chan item)
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for range o.opts.Workers {
 		wg.Go(func() {
 			for it := range next {
 				if err := o.process(ctx, it); err != nil {
 					o.log.Error(err, "evaluating", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
+					mu.Lock()
+					failed = append(failed, it)
+					mu.Unlock()
 				}
 			}
 		})
@@ -61,8 +98,12 @@ func (o *Observer) initialLoad(ctx context.Context) error {
 	}
 	close(next)
 	wg.Wait()
-	return nil
+	return failed, nil
 }
+
+// errKindUnwatched: a quota template's constraint kind cannot be watched
+// (yet).
+var errKindUnwatched = errors.New("constraint kind not watched")
 
 func (o *Observer) process(ctx context.Context, it item) error {
 	switch it.kind {
@@ -114,7 +155,7 @@ func (o *Observer) processTemplate(ctx context.Context, name string) error {
 			o.events.Add(item{kind: itemConstraint, gvk: gvk, name: c.GetName()})
 		}, nil); err != nil {
 			o.unmarkInformed(gvk)
-			return fmt.Errorf("watch %s constraints: %w", kind, err)
+			return fmt.Errorf("%w: watch %s constraints: %w", errKindUnwatched, kind, err)
 		}
 	}
 	if changed && o.ready.Load() {

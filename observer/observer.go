@@ -242,7 +242,8 @@ func (o *Observer) Start(ctx context.Context) error {
 	builtins.UseClaimPolicies(o.claimPolicies)
 	defer builtins.UseClaimPolicies(nil)
 	loadStart := time.Now()
-	if err := o.initialLoad(ctx); err != nil {
+	failed, err := o.initialLoad(ctx)
+	if err != nil {
 		return err
 	}
 	loadTime := time.Since(loadStart)
@@ -253,11 +254,18 @@ func (o *Observer) Start(ctx context.Context) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	// Every object was evaluated under every constraint loaded: their
-	// versions are published once the buckets are written.
+	// Every object was evaluated under every constraint loaded but those
+	// that failed, which the informers' replay brings back: the versions
+	// are published once those are counted and the buckets written.
 	o.mu.Lock()
 	for _, r := range o.recounts {
-		r.items, r.tallied = map[item]bool{}, o.opts.Now()
+		r.items = map[item]bool{}
+		for _, it := range failed {
+			r.items[it] = true
+		}
+		if len(r.items) == 0 {
+			r.tallied = o.opts.Now()
+		}
 	}
 	o.mu.Unlock()
 	o.ready.Store(true)

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -38,6 +39,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/counted"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/ledger/kubestore"
@@ -126,6 +128,78 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		eventuallyBucket(t, namespaceConsumer("team-a"), rtNamespace, figures{Allocated: 2, Count: 2, Namespaces: []nsUsage{{"team-a", 2}}})
 		eventuallyBucket(t, namespaceConsumer("team-b"), rtNamespace, figures{Allocated: 1, Count: 1, Namespaces: []nsUsage{{"team-b", 1}}})
 		eventuallyBucket(t, org("acme"), rtOrg, figures{Allocated: 3, Count: 3, Namespaces: []nsUsage{{"team-a", 2}, {"team-b", 1}}})
+	})
+
+	// Package counted: every constraint carries its policy version (here
+	// written by the observer: no webhook runs in this suite), and a
+	// version is published only once the bucket counts the objects that
+	// predate it.
+	t.Run("a constraint's version is published once its objects are counted", func(t *testing.T) {
+		record := func() counted.Record {
+			cm := &corev1.ConfigMap{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: sysNS, Name: counted.ConfigMapName}, cm); err != nil && !apierrors.IsNotFound(err) {
+				t.Fatal(err)
+			}
+			return counted.Record(cm.Data)
+		}
+		stamped := func(name string) string {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(schema.GroupVersionKind{Group: "constraints.gatekeeper.sh", Version: "v1beta1", Kind: "QuotaEntity"})
+			if err := k8s.Get(ctx, client.ObjectKey{Name: name}, u); err != nil {
+				t.Fatal(err)
+			}
+			v, err := counted.Version(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := counted.Stamped(u); got != v {
+				return ""
+			}
+			return v
+		}
+		for _, name := range []string{"per-namespace", "per-organization", "warned"} {
+			testenv.Eventually(t, wait, "version of "+name+" stamped and published", func() error {
+				if v := stamped(name); v == "" || !record().Has(v) {
+					return fmt.Errorf("stamped %q, record %v", v, record())
+				}
+				return nil
+			})
+		}
+
+		const rtLate = "core/configmaps-late"
+		late := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "QuotaEntity",
+			"metadata": map[string]any{"name": "late"},
+			"spec": map[string]any{
+				"match":      map[string]any{"kinds": []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}}, "namespaces": []any{"team-a"}},
+				"parameters": map[string]any{"resourceType": rtLate},
+			},
+		}}
+		mustCreate(late)
+		testenv.Eventually(t, wait, "version of late published", func() error {
+			v := stamped("late")
+			if v == "" || !record().Has(v) {
+				return fmt.Errorf("stamped %q, not published", v)
+			}
+			// Published: the bucket already counts both ConfigMaps of team-a.
+			st, ok, err := bucketStatus(k8s, namespaceConsumer("team-a"), rtLate)
+			if err != nil || !ok {
+				t.Fatalf("version published before the bucket was written (%v)", err)
+			}
+			if st["allocated"] != int64(2) {
+				t.Fatalf("version published with the bucket at allocated %v, want 2", st["allocated"])
+			}
+			return nil
+		})
+		if err := k8s.Delete(ctx, late); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, wait, "version of late withdrawn", func() error {
+			if _, ok := record()["QuotaEntity.late"]; ok {
+				return errors.New("still published")
+			}
+			return nil
+		})
 	})
 
 	t.Run("deletes return quota", func(t *testing.T) {

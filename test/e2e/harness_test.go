@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -28,7 +30,10 @@ import (
 // count of what the live objects use (read from the API server, summed
 // here, never asked of quotakeeper): at no sampled moment may it exceed the
 // limit, and after quiescence the bucket's allocated equals it with no
-// reservation left. make test runs a short run; make exactness a long one:
+// reservation left. Now and then the platform team edits the constraint (a
+// new policy version: the manager recounts while the tenants act), and
+// halfway through the manager is killed and started again. make test runs
+// a short run; make exactness a long one:
 //
 //	make exactness EXACTNESS_ACTIONS=2000 EXACTNESS_SEED=42
 var (
@@ -47,15 +52,25 @@ const (
 	actLabelOut    = "label out of scope"
 	actDelete      = "delete"
 	actGrowLabelIn = "grow and label into scope"
+	// The platform team's action: an edit of the constraint that changes
+	// nothing counted but its policy version, so the manager recounts
+	// while the tenants act (package counted).
+	actEditConstraint = "constraint edit"
 )
 
-var harnessActions = []string{actCreate, actGrow, actShrink, actLabelIn, actLabelOut, actDelete, actGrowLabelIn}
+var tenantActions = []string{actCreate, actGrow, actShrink, actLabelIn, actLabelOut, actDelete, actGrowLabelIn}
 
-// pickAction draws an action, creates twice as often as each other one so
-// that the pool stays populated while deletes empty it.
+var harnessActions = append(slices.Clone(tenantActions), actEditConstraint)
+
+// pickAction draws an action: a constraint edit one time in 40, creates
+// twice as often as each other tenant action so that the pool stays
+// populated while deletes empty it.
 func pickAction(rng *rand.Rand) string {
-	if i := rng.IntN(len(harnessActions) + 1); i < len(harnessActions) {
-		return harnessActions[i]
+	if rng.IntN(40) == 0 {
+		return actEditConstraint
+	}
+	if i := rng.IntN(len(tenantActions) + 1); i < len(tenantActions) {
+		return tenantActions[i]
 	}
 	return actCreate
 }
@@ -114,13 +129,36 @@ func TestExactnessUnderRandomTenantActions(t *testing.T) {
 
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	// Halfway through, the manager (the observer, mid-recount perhaps) is
+	// killed and started again while the tenants go on.
+	var managerDown atomic.Bool
+	wg.Go(func() {
+		for next.Load() < int64(*exactnessActions)/2 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		managerDown.Store(true)
+		cluster.Manager.Kill()
+		time.Sleep(2 * time.Second)
+		if err := cluster.Restart(context.Background(), cluster.Manager); err != nil {
+			t.Error(err)
+		}
+		managerDown.Store(false)
+	})
 	for w := range workers {
 		rng := rand.New(rand.NewPCG(seed, uint64(w)))
 		wg.Go(func() {
 			for next.Add(1) <= int64(*exactnessActions) {
 				act := pickAction(rng)
 				name := fmt.Sprintf("cm-%d", rng.IntN(pool))
-				err := harnessAct(ctx, ns, name, act, rng)
+				var err error
+				if act == actEditConstraint {
+					err = editConstraint(ctx, ns)
+					if err != nil && managerDown.Load() {
+						err = errNotApplicable // the manager's webhook is down: constraints cannot change
+					}
+				} else {
+					err = harnessAct(ctx, ns, name, act, rng)
+				}
 				mu.Lock()
 				taken[act]++
 				switch {
@@ -175,6 +213,21 @@ func TestExactnessUnderRandomTenantActions(t *testing.T) {
 }
 
 var errNotApplicable = errors.New("not applicable to the object as it is")
+
+// editConstraint flips the QuotaAllocation's parameters.reportOverLimit,
+// which only audit reads: a new policy version, nothing counted differently.
+func editConstraint(ctx context.Context, name string) error {
+	c := &unstructured.Unstructured{}
+	c.SetGroupVersionKind(constraintGVK("QuotaAllocation"))
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Name: name}, c); err != nil {
+		return err
+	}
+	report, found, _ := unstructured.NestedBool(c.Object, "spec", "parameters", "reportOverLimit")
+	if err := unstructured.SetNestedField(c.Object, found && !report, "spec", "parameters", "reportOverLimit"); err != nil {
+		return err
+	}
+	return cluster.Client.Update(ctx, c)
+}
 
 // harnessAct takes one action on ConfigMap name in ns.
 func harnessAct(ctx context.Context, ns, name, act string, rng *rand.Rand) error {

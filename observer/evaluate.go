@@ -225,12 +225,24 @@ func (o *Observer) processConstraint(ctx context.Context, it item) error {
 
 // processObject evaluates one object and records what it counts.
 func (o *Observer) processObject(ctx context.Context, it item) error {
+	// The policy version before anything is read: an evaluation that
+	// races a policy change is stamped with the older one, so it is done
+	// again and counts for no recount of the newer one.
+	version := o.policy.version.Load()
 	o.mu.Lock()
-	mapping := o.watched[it.gvk.GroupKind()]
+	mapping, whole := o.watched[it.gvk.GroupKind()], o.whole[it.gvk.GroupKind()]
 	o.mu.Unlock()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(it.gvk)
-	err := o.cache.Get(ctx, types.NamespacedName{Namespace: it.namespace, Name: it.name}, u)
+	if mapping != nil && !whole && o.policy.needsWholeObject(it.gvk.GroupKind()) {
+		// A constraint now reads more than metadata and its kind's whole
+		// informer is not started yet (processConstraint starts it): not
+		// counted from metadata meanwhile, tried again.
+		return fmt.Errorf("%s %s/%s: waiting for the whole objects of its kind", it.gvk.Kind, it.namespace, it.name)
+	}
+	var u *unstructured.Unstructured
+	var err error
+	if mapping != nil {
+		u, err = o.cachedObject(ctx, it.gvk, types.NamespacedName{Namespace: it.namespace, Name: it.name}, whole)
+	}
 	if apierrors.IsNotFound(err) || mapping == nil {
 		o.forget(it)
 		o.evaluated(it, anyPolicy)
@@ -249,7 +261,7 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 			ns = nil
 		}
 	}
-	at := stamp{object: u.GetResourceVersion(), policy: o.policy.version.Load()}
+	at := stamp{object: u.GetResourceVersion(), policy: version, whole: whole}
 	if ns != nil {
 		at.namespace = ns.ResourceVersion
 	}
@@ -307,6 +319,7 @@ type stamp struct {
 	object    string // resourceVersion
 	namespace string // the namespace's resourceVersion; "" for cluster-scoped objects
 	policy    uint64 // policy.version
+	whole     bool   // read whole, not as metadata only
 }
 
 // processClaim counts a Granted ResourceClaim's requests, natively: no

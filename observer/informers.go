@@ -7,8 +7,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -132,8 +136,10 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error
 	blindKinds := map[schema.GroupKind]error{}
 	regained := false
 	for _, gk := range kinds {
+		whole := o.policy.needsWholeObject(gk)
 		o.mu.Lock()
 		_, ok := o.watched[gk]
+		ok = ok && (o.whole[gk] || !whole)
 		_, wasBlind := o.blind[gk]
 		o.mu.Unlock()
 		if ok {
@@ -148,8 +154,13 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error
 			blindKinds[gk] = err
 			continue
 		}
-		obj := &unstructured.Unstructured{}
-		obj.SetGroupVersionKind(mapping.GroupVersionKind)
+		// A kind watched as metadata that now needs whole objects gets a
+		// second informer; the first stays (informers are never stopped).
+		var obj client.Object = &metav1.PartialObjectMetadata{}
+		if whole {
+			obj = &unstructured.Unstructured{}
+		}
+		obj.GetObjectKind().SetGroupVersionKind(mapping.GroupVersionKind)
 		gvk := mapping.GroupVersionKind
 		syncCtx, cancel := context.WithTimeout(ctx, informTimeout)
 		err = o.inform(syncCtx, obj, func(c client.Object) {
@@ -164,6 +175,7 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error
 		}
 		o.mu.Lock()
 		o.watched[gk] = mapping
+		o.whole[gk] = whole
 		o.mu.Unlock()
 		regained = regained || wasBlind
 	}
@@ -199,4 +211,49 @@ func (o *Observer) watchedKinds() []string {
 		out = append(out, gk.String())
 	}
 	return out
+}
+
+// cachedObject reads an object of a watched kind from the informer that
+// holds it: whole, or as its metadata only (apiVersion, kind, metadata),
+// which is all a template declaring ReadsAnnotation "metadata" reads.
+func (o *Observer) cachedObject(ctx context.Context, gvk schema.GroupVersionKind, key types.NamespacedName, whole bool) (*unstructured.Unstructured, error) {
+	if whole {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return u, o.cache.Get(ctx, key, u)
+	}
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	if err := o.cache.Get(ctx, key, m); err != nil {
+		return nil, err
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
+
+// cachedNames lists the namespaces and names of a watched kind's objects
+// from the informer that holds them.
+func (o *Observer) cachedNames(ctx context.Context, gvk schema.GroupVersionKind, whole bool, opts ...client.ListOption) ([]types.NamespacedName, error) {
+	var list client.ObjectList = &metav1.PartialObjectMetadataList{}
+	if whole {
+		list = &unstructured.UnstructuredList{}
+	}
+	list.GetObjectKind().SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := o.cache.List(ctx, list, opts...); err != nil {
+		return nil, err
+	}
+	var out []types.NamespacedName
+	err := meta.EachListItem(list, func(obj runtime.Object) error {
+		m, err := meta.Accessor(obj)
+		if err == nil {
+			out = append(out, types.NamespacedName{Namespace: m.GetNamespace(), Name: m.GetName()})
+		}
+		return err
+	})
+	return out, err
 }

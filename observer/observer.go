@@ -149,6 +149,7 @@ type Observer struct {
 	known     map[string]item                        // tally refs
 	stamps    map[string]stamp                       // what each tally ref was evaluated from
 	watched   map[schema.GroupKind]*meta.RESTMapping // kinds with an informer
+	whole     map[schema.GroupKind]bool              // watched kinds informed whole, not as metadata
 	blind     map[schema.GroupKind]error             // matched kinds the manager may not read (access.go)
 	held      heldTypes                              // resource types not written meanwhile
 	informed  map[schema.GroupVersionKind]bool       // informers with our handler
@@ -190,6 +191,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		known:            map[string]item{},
 		stamps:           map[string]stamp{},
 		watched:          map[schema.GroupKind]*meta.RESTMapping{},
+		whole:            map[schema.GroupKind]bool{},
 		informed:         map[schema.GroupVersionKind]bool{},
 		lastWrite:        map[ledger.BucketKey]time.Time{},
 		reservationClock: NewReservationClock(opts.MinReservationAge),

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	goruntime "runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -366,6 +367,33 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		}
 		removed := eventuallyClaimWrites(ctx, t, env, created, 2*n, viewsBefore)
 		t.Logf("removing them: %d successful ResourceClaim writes, %d attempts", removed.ok-created.ok, removed.all-created.all)
+	})
+
+	// Only QuotaEntity constraints (metadata.ReadsAnnotation "metadata")
+	// match ConfigMaps here: the observer holds their metadata, so large
+	// ConfigMaps, here in a namespace no quota covers, do not grow the
+	// manager by their size.
+	t.Run("large objects cost the observer their metadata only", func(t *testing.T) {
+		const n, size = 40, 900 << 10
+		mustCreate(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "no-quota"}})
+		heap := func() uint64 {
+			goruntime.GC()
+			var m goruntime.MemStats
+			goruntime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		before := heap()
+		payload := strings.Repeat("x", size)
+		for i := range n {
+			mustCreate(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "no-quota", Name: fmt.Sprintf("large-%d", i)}, Data: map[string]string{"payload": payload}})
+		}
+		time.Sleep(2 * resync) // every event handled, a resync listed them
+		payload = ""
+		grown := int64(heap()) - int64(before)
+		t.Logf("%d ConfigMaps of %d KiB: the heap grew %d KiB", n, size>>10, grown>>10)
+		if grown > n*size/4 {
+			t.Fatalf("the heap grew %d KiB with %d ConfigMaps of %d KiB: the observer holds their content", grown>>10, n, size>>10)
+		}
 	})
 }
 

@@ -216,6 +216,33 @@ func (p *policy) matchKinds() (kinds []schema.GroupKind, unwatchable []string) {
 	return kinds, slices.Compact(unwatchable)
 }
 
+// ReadsAnnotation on a quota template declares what of an object its Rego
+// reads: "metadata" (the shipped QuotaEntity: it counts 1 per object, by its
+// namespace and labels) lets the observer watch the kinds only such
+// templates' constraints match as metadata, so a large object (a Secret, a
+// ConfigMap with data) costs the manager its metadata, not its content.
+// Any other value, or none, watches whole objects.
+const ReadsAnnotation = "quota.miloapis.com/reads"
+
+// needsWholeObject reports whether a loaded constraint matching kind
+// belongs to a template that may read more than an object's metadata.
+func (p *policy) needsWholeObject(kind schema.GroupKind) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	metadataOnly := map[string]bool{}
+	for _, t := range p.templates {
+		metadataOnly[t.Spec.CRD.Spec.Names.Kind] = t.Annotations[ReadsAnnotation] == "metadata"
+	}
+	for gk, byName := range p.constraints {
+		for _, c := range byName {
+			if matched, _ := constraintKinds(c); slices.Contains(matched, kind) && !metadataOnly[gk.Kind] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // constraintsMatching returns copies of the loaded constraints whose
 // match.kinds name kind.
 func (p *policy) constraintsMatching(kind schema.GroupKind) []*unstructured.Unstructured {

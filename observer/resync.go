@@ -48,8 +48,10 @@ func (o *Observer) objectItems(ctx context.Context, namespace string) []item {
 	}
 	o.mu.Lock()
 	var mappings []*meta.RESTMapping
-	for _, m := range o.watched {
+	whole := map[schema.GroupKind]bool{}
+	for gk, m := range o.watched {
 		mappings = append(mappings, m)
+		whole[gk] = o.whole[gk]
 	}
 	seen := map[item]bool{}
 	var out []item
@@ -78,14 +80,13 @@ func (o *Observer) objectItems(ctx context.Context, namespace string) []item {
 			}
 			continue
 		}
-		ulist := &unstructured.UnstructuredList{}
-		ulist.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := o.cache.List(ctx, ulist, opts...); err != nil {
+		names, err := o.cachedNames(ctx, gvk, whole[gvk.GroupKind()], opts...)
+		if err != nil {
 			o.log.Error(err, "listing", "kind", gvk.Kind)
 			continue
 		}
-		for _, u := range ulist.Items {
-			add(item{kind: itemObject, gvk: gvk, namespace: u.GetNamespace(), name: u.GetName()})
+		for _, n := range names {
+			add(item{kind: itemObject, gvk: gvk, namespace: n.Namespace, name: n.Name})
 		}
 	}
 	var claims quotav1alpha1.ResourceClaimList

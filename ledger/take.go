@@ -11,8 +11,9 @@ import (
 // Reserve is the admission path: it holds every requested amount as a
 // reservation under the claim's ID, expiring after the TTL, until the
 // observer counts the object (and folds the reservation into allocated),
-// expires it, or Release (or, for the call's own, Undo) removes it. All or nothing: if any bucket refuses,
-// what this call took is rolled back and the decision is denied. A denied
+// expires it, or Release (or Undo, for this call's own) removes it. All or
+// nothing: if any bucket refuses, what this call took is rolled back and the
+// decision is denied. A denied
 // decision is not an error; an error means the outcome is unknown or the
 // claim is invalid. When a rollback fails the denied Decision is returned
 // together with the error.

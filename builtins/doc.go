@@ -23,6 +23,11 @@
 // that quota.reserve and quota.usage return with UseUnits. Both are package-level
 // settings because OPA gives a builtin no other way to reach process state.
 //
+// A review's context may carry a Reservations (WithReservations): quota.reserve
+// then records there what each granted call added, so that the hosting
+// process can give it back when the review ends in a denial
+// (reservations.go).
+//
 // # Failing closed
 //
 // Every failure — no ledger, invalid input, a store error — is returned as a

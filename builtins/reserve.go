@@ -42,7 +42,7 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	ctx, cancel := withDeadline(bctx.Context)
 	defer cancel()
 	start := time.Now()
-	d, err := l.Reserve(ctx, claim)
+	d, added, err := l.ReserveUndoable(ctx, claim)
 	if err != nil {
 		if h := validationHalt("claim", err); h != nil {
 			return halt(metrics.CauseInvalidInput, h)
@@ -54,6 +54,9 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 		}
 		return halt(cause, rego.NewHaltError(fmt.Errorf("reserving claim %q: %w", claim.ID, err)))
 	}
+	// Recorded before anything else can fail: a halt below denies the
+	// review, which then gives this back too (reservations.go).
+	reservationsFrom(bctx.Context).add(l, added)
 	t, err := toTerm(decisionJSON(claim.ID, d))
 	if err != nil {
 		return halt(metrics.CauseInternal, err)

@@ -80,11 +80,14 @@
 // Reserve is the admission path: the object does not exist yet, so its quota
 // is held as a reservation that expires (DefaultReservationTTL, two minutes,
 // unless WithReservationTTL says otherwise). A reservation counts against the
-// bucket until it is removed, and only three things remove one: the
+// bucket until it is removed, and only these remove one: the
 // observer's Fold (the object is now counted in allocated), the observer's
 // Expire (past ExpiresAt with no object: rejected later in the admission
-// chain, or the client gave up), and Release (a controller-decided claim
-// being deleted) or a denied claim's rollback. The ledger never drops one by
+// chain, or the client gave up), Release (a controller-decided claim
+// being deleted), a denied claim's rollback, and Undo (the admission review
+// that reserved it ended in a denial: another constraint refused the
+// object). Undo, like the rollback, removes only what one call added, known
+// by the claim's ID and that call's ExpiresAt. The ledger never drops one by
 // itself on its clock, since only whoever watches the objects can tell one
 // that never appeared from one whose object is merely late.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Release removes the reservations held under the claim's ID in every bucket
@@ -36,4 +37,38 @@ func (l *Ledger) Release(ctx context.Context, claim Claim) error {
 		}
 	}
 	return nil
+}
+
+// Undo removes what one Reserve call added (t, from ReserveUndoable): each
+// reservation it wrote, if the bucket still holds it under the claim's ID
+// with that call's expiry. A reservation an earlier call holds under the
+// same ID, one the observer has folded or expired, or one a later call
+// wrote after this one's was removed, is left alone; so is allocated. The
+// admission path calls it when the review that reserved ends in a denial,
+// so the quota comes back at once rather than at the TTL. Unlike a denied
+// claim's rollback it honours ctx: what a failed or abandoned Undo leaves
+// is an ordinary reservation, which expires. Idempotent.
+func (l *Ledger) Undo(ctx context.Context, t Taken) error {
+	if t.Empty() {
+		return nil
+	}
+	// The limits are the grants' now, as every write records them; one
+	// that cannot be computed leaves the bucket's (setLimit).
+	all, err := l.targets(t.claim)
+	if err != nil {
+		return err
+	}
+	ts := make([]target, 0, len(t.keys))
+	for _, i := range byName(all) {
+		if slices.Contains(t.keys, all[i].key) {
+			ts = append(ts, all[i])
+		}
+	}
+	unlock, err := l.lockClaim(ctx, t.claim.ID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	// removeOwn goes through ts in reverse: the reverse of the order taken.
+	return l.removeOwn(ctx, t.claim.ID, t.expires, ts)
 }

@@ -4,31 +4,72 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
 // Reserve is the admission path: it holds every requested amount as a
 // reservation under the claim's ID, expiring after the TTL, until the
 // observer counts the object (and folds the reservation into allocated),
-// expires it, or Release removes it. All or nothing: if any bucket refuses,
-// what this call took is rolled back and the decision is denied. A denied
+// expires it, or Release (or Undo, for this call's own) removes it. All or
+// nothing: if any bucket refuses, what this call took is rolled back and the
+// decision is denied. A denied
 // decision is not an error; an error means the outcome is unknown or the
 // claim is invalid. When a rollback fails the denied Decision is returned
 // together with the error.
 func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
+	d, _, err := l.ReserveUndoable(ctx, claim)
+	return d, err
+}
+
+// Taken is what one Reserve call added: the reservations it wrote, known by
+// the claim's ID and the call's expiry. It is empty for a denied claim (its
+// rollback already removed them) and for a replay (the reservations were
+// there before the call). Undo removes exactly these.
+type Taken struct {
+	claim   Claim
+	expires time.Time
+	keys    []BucketKey
+}
+
+// Empty reports whether the call added nothing.
+func (t Taken) Empty() bool { return len(t.keys) == 0 }
+
+// ClaimID is the ID the reservations are held under.
+func (t Taken) ClaimID() string { return t.claim.ID }
+
+// ReserveUndoable is Reserve that also says what the call added, so that a
+// caller who learns later that the object will never be created (the same
+// admission review denied it) can give exactly that back with Undo, and
+// nothing an earlier call holds under the same ID.
+func (l *Ledger) ReserveUndoable(ctx context.Context, claim Claim) (Decision, Taken, error) {
+	d, added, expires, err := l.reserve(ctx, claim)
+	if err != nil || !d.Granted || len(added) == 0 {
+		return d, Taken{}, err
+	}
+	claim.Requests = slices.Clone(claim.Requests)
+	t := Taken{claim: claim, expires: expires, keys: make([]BucketKey, len(added))}
+	for i, a := range added {
+		t.keys[i] = a.key
+	}
+	return d, t, nil
+}
+
+// reserve is Reserve, returning the targets it added and their expiry.
+func (l *Ledger) reserve(ctx context.Context, claim Claim) (Decision, []target, time.Time, error) {
 	ts, err := l.targets(claim)
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, nil, time.Time{}, err
 	}
 	// Fail closed: a bucket whose limit cannot be computed admits nothing.
 	for _, i := range byName(ts) {
 		if err := ts[i].limitErr; err != nil {
-			return Decision{}, fmt.Errorf("claim %q not reserved: the limit of bucket %s is unknown: %w", claim.ID, ts[i].name, err)
+			return Decision{}, nil, time.Time{}, fmt.Errorf("claim %q not reserved: the limit of bucket %s is unknown: %w", claim.ID, ts[i].name, err)
 		}
 	}
 	unlock, err := l.lockClaim(ctx, claim.ID)
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, nil, time.Time{}, err
 	}
 	defer func() {
 		if unlock != nil {
@@ -71,12 +112,12 @@ func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
 				defer release()
 				_ = l.rollback(ctx, claim.ID, expires, undo)
 			}()
-			return Decision{}, err
+			return Decision{}, nil, time.Time{}, err
 		case err != nil:
 			if rbErr := l.rollback(ctx, claim.ID, expires, added); rbErr != nil {
 				err = errors.Join(err, rbErr)
 			}
-			return Decision{}, err
+			return Decision{}, nil, time.Time{}, err
 		default:
 			outcomes[i] = out
 			results[i].Reason = ReasonQuotaAvailable
@@ -92,7 +133,7 @@ func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
 			results[i].setUsage(outcomes[i].after)
 			results[i].setMessage()
 		}
-		return Decision{Granted: true, Requests: results}, nil
+		return Decision{Granted: true, Requests: results}, added, expires, nil
 	}
 
 	rbErr := l.rollback(ctx, claim.ID, expires, added)
@@ -104,7 +145,7 @@ func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
 	for _, i := range notAttempted {
 		u, fits, err := l.peek(ctx, claim.ID, ts[i])
 		if err != nil {
-			return Decision{}, errors.Join(err, rbErr)
+			return Decision{}, nil, time.Time{}, errors.Join(err, rbErr)
 		}
 		results[i].setUsage(u)
 		results[i].Reason = ReasonQuotaExceeded
@@ -115,7 +156,7 @@ func (l *Ledger) Reserve(ctx context.Context, claim Claim) (Decision, error) {
 	for i := range results {
 		results[i].setMessage()
 	}
-	return Decision{Granted: false, Requests: results}, rbErr
+	return Decision{Granted: false, Requests: results}, nil, time.Time{}, rbErr
 }
 
 type takeOutcome struct {
@@ -181,7 +222,13 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 // the ledger never un-counts something it did not just add. It runs even if ctx was cancelled, since
 // abandoning it would leave quota held by a denied claim.
 func (l *Ledger) rollback(ctx context.Context, claimID string, expires time.Time, ts []target) error {
-	ctx = context.WithoutCancel(ctx)
+	return l.removeOwn(context.WithoutCancel(ctx), claimID, expires, ts)
+}
+
+// removeOwn removes, in reverse order, the reservations held under claimID
+// in ts's buckets that carry the expiry of the call that added them, and
+// leaves any other (an earlier call's, or none) alone.
+func (l *Ledger) removeOwn(ctx context.Context, claimID string, expires time.Time, ts []target) error {
 	var errs []error
 	for i := len(ts) - 1; i >= 0; i-- {
 		t := ts[i]

@@ -57,12 +57,17 @@
 // Every reservation in a bucket is keyed by the claim's ID (the object's uid
 // for a CREATE, "<uid>/<generation>/<growth>" for the growth of an UPDATE, the
 // ResourceClaim's uid for a controller-decided claim). A bucket that already
-// holds a reservation under the ID counts as taken, and nothing is added:
-// replaying a granted claim returns a granted decision and changes nothing,
-// whatever amounts the replay carries. Once the observer has folded the
+// holds a reservation under the ID for at least the amount asked counts as
+// taken, and nothing is added: replaying a granted claim returns a granted
+// decision and changes nothing, not even the expiry. A call asking for more
+// than is held under the ID (two quota constraints counting one object into
+// one bucket with different amounts; the observer counts the larger) grows
+// the reservation to its amount, the growth checked against the limit like
+// any take, with the call's expiry, and its rollback (or Undo) puts the
+// smaller reservation back. Once the observer has folded the
 // reservation the ID is no longer held, and a late replay reserves again
-// until the next observation folds it too. Rollback only removes
-// reservations that the same call added, so a replay never un-counts quota
+// until the next observation folds it too. Rollback only removes (or puts
+// back) reservations that the same call wrote, so a replay never un-counts quota
 // held by an earlier call. Requests of one claim that resolve to the same
 // bucket are merged by summing their amounts. Release is idempotent by ID as
 // well, and Observe ignores the IDs it names that a bucket does not hold.

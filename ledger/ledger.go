@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -101,6 +102,21 @@ type target struct {
 	limit    int64
 	grants   []GrantContribution
 	limitErr error
+	// replaced is the reservation this call's take replaced under the same
+	// claim ID, when it asked for more than that one held (takeOne); its
+	// rollback puts it back. Set by the take's mutate, which may run on the
+	// store's goroutine after the caller stopped waiting, so it is read
+	// only inside a later mutate of the same bucket, which the store orders
+	// after it.
+	replaced *atomic.Pointer[Reservation]
+}
+
+// previous is the reservation this call's take replaced, or nil.
+func (t target) previous() *Reservation {
+	if t.replaced == nil {
+		return nil
+	}
+	return t.replaced.Load()
 }
 
 // setLimit records the call's limit on b; an unknown limit leaves b's.

@@ -261,15 +261,27 @@ func TestIdempotentReplay(t *testing.T) {
 	if diff := cmp.Diff(state, snapshot(t, f)); diff != "" {
 		t.Fatalf("replay changed state (-before +after):\n%s", diff)
 	}
-	// The org bucket has 1 left, but the replay (even with a larger amount)
-	// is already held: granted, nothing added.
+	// A replay asking for more (two constraints counting one object into
+	// one bucket with different amounts) reserves the difference, all or
+	// nothing: the org bucket has 1 left, so +3 is refused and nothing
+	// changes; +1 fits and grows both reservations.
 	bigger := claim("c", req(project("p"), rtProjects, 5, nil), req(org("o"), rtProjects, 5, nil))
-	if d := mustReserve(t, f, bigger); !d.Granted {
-		t.Fatalf("larger replay denied: %s", d.Message())
+	if d := mustReserve(t, f, bigger); d.Granted {
+		t.Fatalf("larger replay granted past the org's limit: %s", d.Message())
 	}
 	if diff := cmp.Diff(state, snapshot(t, f)); diff != "" {
-		t.Fatalf("larger replay changed state (-before +after):\n%s", diff)
+		t.Fatalf("refused larger replay changed state (-before +after):\n%s", diff)
 	}
+	grown := claim("c", req(project("p"), rtProjects, 3, nil), req(org("o"), rtProjects, 3, nil))
+	if d := mustReserve(t, f, grown); !d.Granted {
+		t.Fatalf("larger replay that fits denied: %s", d.Message())
+	}
+	f.wantUsage(t, ledger.NewBucketKey(org("o"), rtProjects, nil), ledger.Usage{Limit: 3, Reserved: 3})
+	if err := f.ledger.Release(f.ctx, grown); err != nil {
+		t.Fatal(err)
+	}
+	mustReserve(t, f, c)
+	state = snapshot(t, f)
 	// A replayed observation changes nothing either.
 	mustObserve(t, f, projectsKey, observed(2, "c"))
 	observedState := snapshot(t, f)

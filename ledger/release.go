@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 )
 
 // Release removes the reservations held under the claim's ID in every bucket
@@ -61,7 +62,12 @@ func (l *Ledger) Undo(ctx context.Context, t Taken) error {
 	ts := make([]target, 0, len(t.keys))
 	for _, i := range byName(all) {
 		if slices.Contains(t.keys, all[i].key) {
-			ts = append(ts, all[i])
+			target := all[i]
+			target.replaced = new(atomic.Pointer[Reservation])
+			if r, ok := t.replaced[target.key]; ok {
+				target.replaced.Store(&r)
+			}
+			ts = append(ts, target)
 		}
 	}
 	unlock, err := l.lockClaim(ctx, t.claim.ID)

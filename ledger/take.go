@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,6 +31,9 @@ type Taken struct {
 	claim   Claim
 	expires time.Time
 	keys    []BucketKey
+	// replaced holds, by bucket, the reservation the call replaced with a
+	// larger one under the same ID: Undo puts it back.
+	replaced map[BucketKey]Reservation
 }
 
 // Empty reports whether the call added nothing.
@@ -51,6 +55,12 @@ func (l *Ledger) ReserveUndoable(ctx context.Context, claim Claim) (Decision, Ta
 	t := Taken{claim: claim, expires: expires, keys: make([]BucketKey, len(added))}
 	for i, a := range added {
 		t.keys[i] = a.key
+		if r := a.previous(); r != nil {
+			if t.replaced == nil {
+				t.replaced = map[BucketKey]Reservation{}
+			}
+			t.replaced[a.key] = *r
+		}
 	}
 	return d, t, nil
 }
@@ -93,6 +103,7 @@ func (l *Ledger) reserve(ctx context.Context, claim Claim) (Decision, []target, 
 			notAttempted = append(notAttempted, i)
 			continue
 		}
+		ts[i].replaced = new(atomic.Pointer[Reservation])
 		out, err := l.takeOne(ctx, claim, ts[i], expires)
 		var refusal *RefusedError
 		switch {
@@ -169,6 +180,7 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 	var out takeOutcome
 	_, err := l.store.Apply(ctx, t.key, func(b *Bucket) error {
 		out = takeOutcome{} // mutate may be retried; only the last run counts
+		t.replaced.Store(nil)
 		// Judge on a read-only view with the call's limit and touch b only
 		// once the take succeeds, so a failing mutate leaves b as it was given
 		// (a batching store may then skip copying per caller).
@@ -179,10 +191,22 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 			return fmt.Errorf("bucket %s: %w", t.name, err)
 		}
 		out.before, out.after = before, before
-		if b.holds(claim.ID) {
+		// A claim ID already held is a replay (Gatekeeper's retry, another
+		// replica): granted, nothing added, the reservation not extended.
+		// Unless it asks for more than is held: two quota constraints
+		// counting one object into one bucket with different amounts reserve
+		// under the same ID, and the observer counts the larger, so the
+		// reservation grows to it, the growth checked like any take, and a
+		// rollback puts the smaller one back (target.replaced).
+		held, isHeld := b.Reservations[claim.ID]
+		if isHeld && held.Amount >= t.req.Amount {
 			return errUnchanged
 		}
-		need, err := Add(before.Allocated+before.Reserved, t.req.Amount) // the inner sum was checked by Usage
+		take := t.req.Amount
+		if isHeld {
+			take -= held.Amount
+		}
+		need, err := Add(before.Allocated+before.Reserved, take) // the inner sum was checked by Usage
 		if err != nil {
 			return fmt.Errorf("bucket %s: allocated+reserved+requested: %w", t.name, err)
 		}
@@ -201,8 +225,13 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 		if b.Reservations == nil {
 			b.Reservations = map[string]Reservation{}
 		}
-		b.Reservations[claim.ID] = Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, Total: t.req.Total, ExpiresAt: expires}
-		out.after.Reserved += t.req.Amount
+		next := Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, Total: t.req.Total, ExpiresAt: expires}
+		if isHeld {
+			next.Total = max(next.Total, held.Total)
+			t.replaced.Store(&held)
+		}
+		b.Reservations[claim.ID] = next
+		out.after.Reserved += take
 		out.added = true
 		return nil
 	})
@@ -236,7 +265,11 @@ func (l *Ledger) removeOwn(ctx context.Context, claimID string, expires time.Tim
 			if r, ok := b.Reservations[claimID]; !ok || !r.ExpiresAt.Equal(expires) {
 				return errUnchanged // not this call's reservation
 			}
-			delete(b.Reservations, claimID)
+			if prev := t.previous(); prev != nil {
+				b.Reservations[claimID] = *prev // this call grew it: back to what it was
+			} else {
+				delete(b.Reservations, claimID)
+			}
 			t.setLimit(b)
 			return nil
 		})
@@ -262,9 +295,13 @@ func (l *Ledger) peek(ctx context.Context, claimID string, t target) (Usage, boo
 	if err != nil {
 		return Usage{}, false, fmt.Errorf("bucket %s: %w", t.name, err)
 	}
-	if b.holds(claimID) {
-		return u, true, nil
+	take := t.req.Amount
+	if held, ok := b.Reservations[claimID]; ok {
+		take = max(0, take-held.Amount)
 	}
-	need, err := Add(u.Allocated+u.Reserved, t.req.Amount)
+	if take == 0 {
+		return u, true, nil // held already, as a replay would find it
+	}
+	need, err := Add(u.Allocated+u.Reserved, take)
 	return u, err == nil && need <= t.limit, nil
 }

@@ -139,3 +139,25 @@ func TestUndoHonoursItsContext(t *testing.T) {
 	}
 	f.wantUsage(t, pKey, ledger.Usage{Limit: 10, Reserved: 2, Available: 8})
 }
+
+// Two constraints count one object into one bucket, the second for more:
+// its call grows the reservation, and undoing that call (its review was
+// denied by a third) puts back the first call's reservation as it was, not
+// nothing: the first call's object may still be admitted.
+func TestUndoOfAGrownReservationPutsTheSmallerOneBack(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	mustReserve(t, f, claim("c", req(project("p"), rtProjects, 2, nil)))
+	before := snapshot(t, f)
+
+	f.clock.now = f.clock.now.Add(time.Second)
+	d, taken := mustReserveUndoable(t, f, claim("c", req(project("p"), rtProjects, 5, nil)))
+	if !d.Granted || taken.Empty() {
+		t.Fatalf("granted %v, taken empty %v: want the reservation grown", d.Granted, taken.Empty())
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Reserved: 5, Available: 5})
+	mustUndo(t, f, taken)
+	if diff := cmp.Diff(before, snapshot(t, f)); diff != "" {
+		t.Fatalf("undo of the growth left (-before +after):\n%s", diff)
+	}
+}

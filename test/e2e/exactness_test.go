@@ -423,3 +423,31 @@ func TestANewConstraintIsNotDecidedUntilItsObjectsAreCounted(t *testing.T) {
 	t.Logf("%d creates denied as being recounted before the version was published", recounted)
 	waitBucket(t, consumer, rt, existing, 0)
 }
+
+// Two quota constraints count each ConfigMap into one bucket: a
+// QuotaEntity (1 each) and a QuotaAllocation (its units). The observer
+// counts the larger, so admission reserves the larger whichever runs first
+// (a second reserve under the same claim id grows the reservation): with a
+// limit of 6, a ConfigMap of 5 units leaves exactly 1.
+func TestTwoConstraintsOnOneBucketReserveWhatIsCounted(t *testing.T) {
+	const ns, rt = "e2e-twoconstraints", "e2e.quota/twoconstraints-units"
+	consumer := unitsQuota(t, ns, rt, 6)
+	quotaEntity(t, ns+"-count", []string{ns}, map[string]any{"resourceType": rt})
+
+	if err := cluster.Client.Create(context.Background(), unitsConfigMap(ns, "a", 5)); err != nil {
+		t.Fatalf("a (5 units): %v", err)
+	}
+	err := cluster.Client.Create(context.Background(), unitsConfigMap(ns, "b", 3))
+	want := "requested 3 of " + rt + ", available 1 of 6"
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("b (3 units) after a (5): %v\nwant a denial saying %q", err, want)
+	}
+	if err := cluster.Client.Create(context.Background(), unitsConfigMap(ns, "c", 1)); err != nil {
+		t.Fatalf("c (1 unit), the last one: %v", err)
+	}
+	mustDeny(t, ns, "d", "available 0 of 6")
+	waitBucket(t, consumer, rt, 6, 0)
+	if live := liveUnits(t, ns); live != 6 {
+		t.Fatalf("the live ConfigMaps hold %d units, want 6", live)
+	}
+}

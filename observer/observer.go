@@ -196,8 +196,8 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		lastWrite:        map[ledger.BucketKey]time.Time{},
 		reservationClock: NewReservationClock(opts.MinReservationAge),
 		eventAt:          map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
-		writing:          map[ledger.BucketKey]time.Time{},
-		versions:         map[string]string{}, recounts: map[string]*recount{}, stamped: map[string]string{},
+		writing:  map[ledger.BucketKey]time.Time{},
+		versions: map[string]string{}, recounts: map[string]*recount{}, stamped: map[string]string{},
 	}
 	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
 	// the same ones Gatekeeper holds, from this manager's cache.

@@ -281,7 +281,6 @@ func TestIdempotentReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustReserve(t, f, c)
-	state = snapshot(t, f)
 	// A replayed observation changes nothing either.
 	mustObserve(t, f, projectsKey, observed(2, "c"))
 	observedState := snapshot(t, f)

@@ -137,7 +137,7 @@ func TestARenderedClaimFailsWithTheClaimWebhooksVerdict(t *testing.T) {
 		if len(verdict.Errors) == 0 || verdict.Errors[0].Field != "spec.consumerRef" {
 			t.Fatalf("%s: the claim webhook's verdict: %v", charge.consumer.Kind, verdict.Errors)
 		}
-		ferr, ok := policyErr.Err.(*field.Error)
+		ferr, ok := errors.AsType[*field.Error](policyErr.Err)
 		if !ok {
 			t.Fatalf("%s: got %T, want a *field.Error", charge.consumer.Kind, policyErr.Err)
 		}

@@ -186,7 +186,7 @@ gatekeeper: $(GATEKEEPER) ## Gatekeeper v3.23.1 with quotakeeper's builtins and 
 # GATEKEEPER_PACKAGES are our packages linked into it: the top directories of
 # `go list -deps ./plugin | grep quotakeeper/quotakeeper` (a check in verify
 # keeps the list whole).
-GATEKEEPER_PACKAGES := api builtins bypass celpolicy claimpolicies counted eventnote grants ledger metrics names plugin podresources quantities version hack/gatekeeper
+GATEKEEPER_PACKAGES := api builtins bypass celpolicy claimpolicies counted eventnote grants ledger metrics names plugin podresources quantities validation version hack/gatekeeper
 $(GATEKEEPER): go.mod go.sum $(shell find $(GATEKEEPER_PACKAGES) -name '*.go' 2>/dev/null)
 	go mod vendor
 	hack/gatekeeper/overlay.sh > $(BIN)/gatekeeper-overlay.json

@@ -53,7 +53,7 @@ func policyClaim(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	if set == nil {
 		return halt(metrics.CauseNotReady, rego.NewHaltError(errNoPolicies))
 	}
-	claim, err := set.Claim(bctx.Context, req.policy, req.generation, req.input)
+	claim, err := set.Claim(bctx.Context, req.policy, req.generation, req.input, req.namespace)
 	if err != nil {
 		if perr, ok := errors.AsType[*claimpolicies.Error](err); ok {
 			return toTerm(map[string]any{"error": perr.Error()})
@@ -70,9 +70,14 @@ type policyRequest struct {
 	policy     string
 	generation int64
 	input      celpolicy.ClaimInput
+	namespace  claimpolicies.Namespace
 }
 
-// decodePolicyRequest reads {policy, generation, object, request}: request
+// decodePolicyRequest reads {policy, generation, object, namespace,
+// request}. namespace is {name, labels} of the object's namespace (a
+// Namespace's own; name "" for another cluster-scoped object), labels left
+// out when they are unknown: the rendered claim is judged against it as a
+// ResourceClaim in that namespace would be (claimpolicies.Namespace). request
 // is input.review's operation, userInfo, resource, subResource, namespace,
 // name and dryRun, from which the CEL variables user and requestInfo are
 // made with every field present (an absent one is empty), so that a policy
@@ -104,11 +109,18 @@ func decodePolicyRequest(arg *ast.Term) (policyRequest, error) {
 			out.generation = g
 		case "object":
 			out.input.Trigger = d.goObject(path, v.Value)
+		case "namespace":
+			j, err := ast.JSON(v.Value)
+			if err != nil {
+				d.fail(path, "%v", err)
+				return
+			}
+			out.namespace = d.namespace(path, j)
 		case "request":
 			review := d.goObject(path, v.Value)
 			out.input.User, out.input.RequestInfo = requestVariables(review)
 		default:
-			d.fail(path, "unknown field (allowed: policy, generation, object, request)")
+			d.fail(path, "unknown field (allowed: policy, generation, object, namespace, request)")
 		}
 	})
 	if out.policy == "" && obj.Get(ast.StringTerm("policy")) == nil {
@@ -117,10 +129,25 @@ func decodePolicyRequest(arg *ast.Term) (policyRequest, error) {
 	if out.input.Trigger == nil && obj.Get(ast.StringTerm("object")) == nil {
 		d.fail("request.object", "required")
 	}
+	if obj.Get(ast.StringTerm("namespace")) == nil {
+		d.fail("request.namespace", "required")
+	}
 	if out.input.User == nil {
 		out.input.User, out.input.RequestInfo = requestVariables(nil)
 	}
 	return out, d.err()
+}
+
+// namespace reads {name, labels}: name a string ("" for a cluster-scoped
+// object), labels an object of strings, left out when unknown.
+func (d *decoder) namespace(path string, v any) claimpolicies.Namespace {
+	m := d.object(path, v, "name", "labels")
+	if m == nil {
+		return claimpolicies.Namespace{}
+	}
+	d.required(path, m, "name")
+	_, known := m["labels"]
+	return claimpolicies.Namespace{Name: d.str(path, m, "name"), Labels: d.stringMap(path, m, "labels"), Known: known}
 }
 
 // requestVariables are the CEL variables user and requestInfo of an

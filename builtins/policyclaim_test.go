@@ -38,6 +38,7 @@ func deploymentRequest(replicas any, request map[string]any) map[string]any {
 			"metadata": map[string]any{"name": "web", "namespace": "team-a"},
 			"spec":     map[string]any{"replicas": replicas},
 		},
+		"namespace": map[string]any{"name": "team-a", "labels": map[string]any{}},
 	}
 	if request != nil {
 		in["request"] = request
@@ -80,7 +81,7 @@ func TestPolicyClaimAnswersAPolicyErrorAndHaltsOnBadInput(t *testing.T) {
 	assertEqual(t, "a fractional amount", got, map[string]any{
 		"error": `ClaimCreationPolicy "pods": spec.target.resourceClaimTemplate.spec.requests[0].amount: Invalid value: "{{ trigger.spec.replicas }}": evaluated to 2.5, not a whole number`,
 	})
-	got = mustEval(t, "quota.policy_claim(input)", map[string]any{"policy": "other", "object": map[string]any{}})
+	got = mustEval(t, "quota.policy_claim(input)", map[string]any{"policy": "other", "object": map[string]any{}, "namespace": map[string]any{"name": ""}})
 	assertEqual(t, "an unknown policy", got, map[string]any{"error": `ClaimCreationPolicy "other": not found`})
 
 	for _, tc := range []struct {
@@ -89,13 +90,17 @@ func TestPolicyClaimAnswersAPolicyErrorAndHaltsOnBadInput(t *testing.T) {
 		want  string
 	}{
 		{"not an object", "pods", "quota.policy_claim: request: must be an object, got string"},
-		{"no policy, no object", map[string]any{}, "quota.policy_claim: request.policy: required; request.object: required"},
-		{"misspelt field", map[string]any{"policy": "pods", "object": map[string]any{}, "generaton": 1},
-			"quota.policy_claim: request.generaton: unknown field (allowed: policy, generation, object, request)"},
-		{"negative generation", map[string]any{"policy": "pods", "object": map[string]any{}, "generation": -1},
+		{"no policy, no object, no namespace", map[string]any{}, "quota.policy_claim: request.policy: required; request.object: required; request.namespace: required"},
+		{"misspelt field", map[string]any{"policy": "pods", "object": map[string]any{}, "namespace": map[string]any{"name": ""}, "generaton": 1},
+			"quota.policy_claim: request.generaton: unknown field (allowed: policy, generation, object, namespace, request)"},
+		{"negative generation", map[string]any{"policy": "pods", "object": map[string]any{}, "namespace": map[string]any{"name": ""}, "generation": -1},
 			"quota.policy_claim: request.generation: must be a whole number, at least 0, got -1"},
-		{"object not an object", map[string]any{"policy": "pods", "object": []any{}},
+		{"object not an object", map[string]any{"policy": "pods", "object": []any{}, "namespace": map[string]any{"name": ""}},
 			"quota.policy_claim: request.object: must be an object, got array"},
+		{"namespace without a name, labels not strings", map[string]any{"policy": "pods", "object": map[string]any{}, "namespace": map[string]any{"labels": map[string]any{"a": 1}}},
+			"quota.policy_claim: request.namespace.name: required; request.namespace.labels[a]: must be a string, got number"},
+		{"namespace with an unknown field", map[string]any{"policy": "pods", "object": map[string]any{}, "namespace": map[string]any{"name": "", "uid": "x"}},
+			"quota.policy_claim: request.namespace.uid: unknown field (allowed: name, labels)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := eval(t, "quota.policy_claim(input)", tc.input)
@@ -104,6 +109,24 @@ func TestPolicyClaimAnswersAPolicyErrorAndHaltsOnBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The rendered consumer is judged against the object's namespace as the
+// claim webhook judges a ResourceClaim there: a Deployment of team-a
+// labelled to charge team-b is refused, naming the policy and the consumer.
+func TestPolicyClaimRefusesAConsumerTheNamespaceDoesNotBelongTo(t *testing.T) {
+	usePolicies(t, builders.ClaimPolicy("pods", "apps/v1", "Deployment",
+		quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.labels.charge }}"}).
+		Request("core/pods", intstr.FromString("{{ trigger.spec.replicas }}")).Obj())
+	in := deploymentRequest(3, nil)
+	in["object"].(map[string]any)["metadata"] = map[string]any{"name": "web", "namespace": "team-a", "labels": map[string]any{"charge": "team-b"}}
+	got := mustEval(t, "quota.policy_claim(input)", in)
+	assertEqual(t, "another tenant's consumer", got, map[string]any{
+		"error": `ClaimCreationPolicy "pods": spec.target.resourceClaimTemplate.spec.consumerRef: Forbidden: a claim in namespace "team-a" may not claim the quota of namespace "team-b"`,
+	})
+	in["object"].(map[string]any)["metadata"] = map[string]any{"name": "web", "namespace": "team-a", "labels": map[string]any{"charge": "team-a"}}
+	got = mustEval(t, "quota.policy_claim(input).claim.requests[0].consumer.name", in)
+	assertEqual(t, "its own namespace", got, "team-a")
 }
 
 func TestPolicyClaimWithoutPoliciesHalts(t *testing.T) {

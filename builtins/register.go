@@ -102,11 +102,14 @@ var (
 		Description: "Renders what the named ClaimCreationPolicy claims for an object: its conditions and claim template in CEL, " +
 			"with the variables trigger (the object), user and requestInfo (from the request). " +
 			"Returns {applies: false} when the policy does not apply, {applies: true, claim: {requests, metadata}} when it does, " +
-			"and {error} when it cannot decide (not found, not loaded at the generation asked for, a CEL error). " +
+			"and {error} when it cannot decide (not found, not loaded at the generation asked for, a CEL error) " +
+			"or renders a claim the object's namespace may not make (a consumer the namespace does not belong to, another namespace), " +
+			"judged as the claim webhook judges a ResourceClaim in that namespace. " +
 			"Halts on invalid input or when the process has no policies.",
 		Decl: types.NewFunction(
 			types.Args(types.Named("request", anyObject).Description(
-				"{policy, generation, object, request: {operation, userInfo, resource, subResource, namespace, name, dryRun}}")),
+				"{policy, generation, object, namespace: {name, labels}, request: {operation, userInfo, resource, subResource, namespace, name, dryRun}} "+
+					"(namespace: the object's, or a Namespace itself; name \"\" for another cluster-scoped object; labels left out when unknown)")),
 			types.Named("result", anyObject).Description(
 				"{applies, claim: {requests: [{consumer, resourceType, amount, dimensions}], metadata: {name, generateName, namespace, labels, annotations}}} or {error}"),
 		),

@@ -22,6 +22,15 @@
 // judged yet is in force: the validating webhook compiled it, and the
 // status only adds checks against registrations, which the ledger repeats
 // (no grant, no quota).
+//
+// # Whom a policy may charge
+//
+// A policy's consumer and claim namespace are rendered from the object, and
+// the tenant writes the object. So a rendered claim is judged as the claim
+// webhook judges a ResourceClaim in the object's namespace, by the same
+// code (validation.ClaimConsumer): that namespace must belong to the
+// consumer, and the claim must live there. Claim refuses any other with an
+// *Error, which admission denies with and the observer counts as nothing.
 package claimpolicies
 
 import (
@@ -52,6 +61,9 @@ type Set struct {
 	// older than asked for (Watch).
 	reader       client.Reader
 	registration toolscache.ResourceEventHandlerRegistration
+
+	// sysNamespace: SetSystemNamespace.
+	sysNamespace string
 }
 
 // entry is one policy as the set holds it.
@@ -193,9 +205,12 @@ func (e *Error) Unwrap() error { return e.Err }
 // Claim renders what an object claims under the named policy: nil when the
 // policy does not apply (a condition does not hold, the object is not of
 // its trigger kind, or the policy is not in force). generation is the
-// least generation the caller's constraint was made for (0: any). Every
-// reason the policy cannot decide is an *Error; the caller denies with it.
-func (s *Set) Claim(ctx context.Context, name string, generation int64, in celpolicy.ClaimInput) (*quotav1alpha1.ResourceClaim, error) {
+// least generation the caller's constraint was made for (0: any); ns is the
+// object's namespace, which the rendered claim must be allowed to claim
+// from, as a ResourceClaim there would be (judge). Every reason the policy
+// cannot decide, or renders a claim that namespace may not make, is an
+// *Error; the caller denies with it.
+func (s *Set) Claim(ctx context.Context, name string, generation int64, in celpolicy.ClaimInput, ns Namespace) (*quotav1alpha1.ResourceClaim, error) {
 	e, err := s.lookup(ctx, name, generation)
 	if err != nil {
 		return nil, err
@@ -212,6 +227,9 @@ func (s *Set) Claim(ctx context.Context, name string, generation int64, in celpo
 	}
 	if !res.Applies {
 		return nil, nil
+	}
+	if ferr := s.judge(res.Claim, ns); ferr != nil {
+		return nil, &Error{Policy: name, Err: ferr}
 	}
 	return res.Claim, nil
 }

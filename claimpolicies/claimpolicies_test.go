@@ -29,6 +29,9 @@ func policy() *builders.ClaimPolicyWrapper {
 		Request("core/configmaps", intstr.FromInt32(1))
 }
 
+// teamA is the namespace of input's object, as Gatekeeper attaches it.
+var teamA = claimpolicies.Namespace{Name: "team-a", Known: true}
+
 func input(apiVersion, kind string) celpolicy.ClaimInput {
 	return celpolicy.ClaimInput{
 		Trigger: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": map[string]any{"name": "cm", "namespace": "team-a"}},
@@ -78,7 +81,7 @@ func TestClaim(t *testing.T) {
 			err: `ClaimCreationPolicy "configmaps": spec.trigger.conditions[0].expression: Invalid value: "invalid_function()": compilation failed: 1:17: undeclared reference to 'invalid_function' (in container '')`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := claimpolicies.NewSet(tc.policy).Claim(ctx, "configmaps", tc.generation, tc.in)
+			got, err := claimpolicies.NewSet(tc.policy).Claim(ctx, "configmaps", tc.generation, tc.in, teamA)
 			if tc.err != "" {
 				if _, ok := errors.AsType[*claimpolicies.Error](err); !ok || err.Error() != tc.err {
 					t.Fatalf("got %v (%T)\nwant %s", err, err, tc.err)
@@ -96,7 +99,7 @@ func TestClaim(t *testing.T) {
 }
 
 func TestClaimOfAnUnknownPolicy(t *testing.T) {
-	_, err := claimpolicies.NewSet().Claim(ctx, "gone", 0, input("v1", "ConfigMap"))
+	_, err := claimpolicies.NewSet().Claim(ctx, "gone", 0, input("v1", "ConfigMap"), teamA)
 	if want := `ClaimCreationPolicy "gone": not found`; err == nil || err.Error() != want {
 		t.Fatalf("got %v, want %s", err, want)
 	}
@@ -124,12 +127,12 @@ func TestALookupThatMissesReadsThrough(t *testing.T) {
 	r := &reader{policy: policy().Generation(2).Disabled().Obj()}
 	s.ReadThrough(r)
 	// Asked for generation 1: the set's copy answers.
-	if got, err := s.Claim(ctx, "configmaps", 1, input("v1", "ConfigMap")); err != nil || got == nil || r.reads != 0 {
+	if got, err := s.Claim(ctx, "configmaps", 1, input("v1", "ConfigMap"), teamA); err != nil || got == nil || r.reads != 0 {
 		t.Fatalf("generation 1: %v, %v, %d reads", got, err, r.reads)
 	}
 	// Asked for generation 2: read through, and the copy read is kept.
 	for range 2 {
-		if got, err := s.Claim(ctx, "configmaps", 2, input("v1", "ConfigMap")); err != nil || got != nil {
+		if got, err := s.Claim(ctx, "configmaps", 2, input("v1", "ConfigMap"), teamA); err != nil || got != nil {
 			t.Fatalf("generation 2 (disabled): %v, %v", got, err)
 		}
 	}
@@ -138,7 +141,7 @@ func TestALookupThatMissesReadsThrough(t *testing.T) {
 	}
 	// Gone from the cache too: not found.
 	r.policy = nil
-	if _, err := s.Claim(ctx, "configmaps", 3, input("v1", "ConfigMap")); err == nil || err.Error() != `ClaimCreationPolicy "configmaps": not found` {
+	if _, err := s.Claim(ctx, "configmaps", 3, input("v1", "ConfigMap"), teamA); err == nil || err.Error() != `ClaimCreationPolicy "configmaps": not found` {
 		t.Errorf("deleted: %v", err)
 	}
 }

@@ -202,6 +202,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
 	// the same ones Gatekeeper holds, from this manager's cache.
 	o.claimPolicies = claimpolicies.NewSet()
+	o.claimPolicies.SetSystemNamespace(opts.SystemNamespace)
 	if err := o.claimPolicies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
 		return nil, fmt.Errorf("observer: %w", err)
 	}

@@ -88,6 +88,7 @@ func AddToManager(mgr manager.Manager) error {
 	}
 	builtins.UseUnits(units)
 	policies := claimpolicies.NewSet()
+	policies.SetSystemNamespace(settings.SystemNamespace)
 	if err := policies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
 		return fmt.Errorf("quotakeeper: %w", err)
 	}

@@ -113,8 +113,12 @@ func ValidateGrantTotals(g *quotav1alpha1.ResourceGrant, others []quotav1alpha1.
 // namespace object, nil if it cannot be found.
 func ValidateClaim(c *quotav1alpha1.ResourceClaim, cat *Catalog, ns *corev1.Namespace, systemNamespace string) Verdict {
 	var v Verdict
-	if msg := membership(c.Namespace, ns, c.Spec.ConsumerRef, systemNamespace); msg != "" {
-		v.Errors = append(v.Errors, field.Forbidden(field.NewPath("spec", "consumerRef"), msg))
+	var labels map[string]string
+	if ns != nil {
+		labels = ns.Labels
+	}
+	if err := ClaimConsumer(consumerPath, c.Namespace, labels, c.Spec.ConsumerRef, systemNamespace); err != nil {
+		v.Errors = append(v.Errors, err)
 	}
 	for i, r := range c.Spec.Requests {
 		path := field.NewPath("spec", "requests").Index(i)
@@ -136,22 +140,28 @@ func ValidateClaim(c *quotav1alpha1.ResourceClaim, cat *Catalog, ns *corev1.Name
 	return v
 }
 
-// membership explains why a claim in namespace may not name consumer, or
-// returns "".
-func membership(namespace string, ns *corev1.Namespace, consumer quotav1alpha1.ConsumerRef, systemNamespace string) string {
-	var labels map[string]string
-	if ns != nil {
-		labels = ns.Labels
-	}
+// ClaimConsumer is the trust boundary between tenants: a claim made in a
+// namespace may name consumer, at path, only if the namespace belongs to it
+// (v1alpha1.NamespaceBelongsTo: it is the consumer, or carries the
+// consumer's label naming it) or is where the consumer's buckets live. It
+// returns nil then, else a Forbidden error saying why. labels are the
+// namespace's (nil when it cannot be found).
+//
+// Two kinds of claim are judged by it, and must be judged alike: a
+// ResourceClaim an owning service creates (ValidateClaim, in the claim's
+// namespace) and the claim a ClaimCreationPolicy renders for an object (in
+// the object's namespace, package claimpolicies), whose consumer is rendered
+// from fields the tenant writes.
+func ClaimConsumer(path *field.Path, namespace string, labels map[string]string, consumer quotav1alpha1.ConsumerRef, systemNamespace string) *field.Error {
 	if quotav1alpha1.NamespaceBelongsTo(namespace, labels, consumer) ||
 		quotav1alpha1.BucketNamespace(consumer, systemNamespace) == namespace {
-		return ""
+		return nil
 	}
 	if consumer.IsNamespace() {
-		return fmt.Sprintf("a claim in namespace %q may not claim the quota of namespace %q", namespace, consumer.Name)
+		return field.Forbidden(path, fmt.Sprintf("a claim in namespace %q may not claim the quota of namespace %q", namespace, consumer.Name))
 	}
-	return fmt.Sprintf("namespace %q does not belong to %s: it needs the label %s=%s",
-		namespace, consumerString(consumer), quotav1alpha1.ConsumerLabelKey(consumer.APIGroup, consumer.Kind), consumer.Name)
+	return field.Forbidden(path, fmt.Sprintf("namespace %q does not belong to %s: it needs the label %s=%s",
+		namespace, consumerString(consumer), quotav1alpha1.ConsumerLabelKey(consumer.APIGroup, consumer.Kind), consumer.Name))
 }
 
 // ValidatePolicyResourceType judges a resource type a creation policy's

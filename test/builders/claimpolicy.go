@@ -44,6 +44,12 @@ func (w *ClaimPolicyWrapper) ClaimName(name string) *ClaimPolicyWrapper {
 	return w
 }
 
+// ClaimNamespace sets the claim's metadata.namespace template.
+func (w *ClaimPolicyWrapper) ClaimNamespace(namespace string) *ClaimPolicyWrapper {
+	w.Spec.Target.ResourceClaimTemplate.Metadata.Namespace = namespace
+	return w
+}
+
 // ClaimLabel sets a label of the claim (its value may be a template).
 func (w *ClaimPolicyWrapper) ClaimLabel(key, value string) *ClaimPolicyWrapper {
 	md := &w.Spec.Target.ResourceClaimTemplate.Metadata

@@ -59,13 +59,19 @@ func TestAuditReportsConsumersOverTheirLimit(t *testing.T) {
 	})
 }
 
-// auditViolations is the constraint's last audit: its total and the messages
-// Gatekeeper kept.
+// auditViolations is the QuotaEntity constraint's last audit: its total and
+// the messages Gatekeeper kept.
 func auditViolations(t *testing.T, name string) (int64, []string) {
+	t.Helper()
+	return auditViolationsOf(t, "QuotaEntity", name)
+}
+
+// auditViolationsOf is auditViolations for a constraint of kind.
+func auditViolationsOf(t *testing.T, kind, name string) (int64, []string) {
 	t.Helper()
 	c := &unstructured.Unstructured{}
 	c.SetAPIVersion("constraints.gatekeeper.sh/v1beta1")
-	c.SetKind("QuotaEntity")
+	c.SetKind(kind)
 	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, c); err != nil {
 		t.Fatal(err)
 	}

@@ -221,4 +221,3 @@ func existing(ctx context.Context, ns string) (map[string]bool, error) {
 	return out, nil
 }
 
-func sortedKeys(m map[string]bool) []string { return slices.Sorted(maps.Keys(m)) }

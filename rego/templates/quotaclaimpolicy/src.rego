@@ -13,8 +13,21 @@ render(o, request) := quota.policy_claim({
 	"policy": quotalib.params.policy,
 	"generation": object.get(quotalib.params, "generation", 0),
 	"object": o,
+	"namespace": namespace_of(o),
 	"request": request,
 })
+
+# The namespace the rendered claim is made in, which quota.policy_claim
+# judges it by as the claim webhook judges a ResourceClaim there: that
+# namespace must belong to the consumer the policy renders, so a tenant
+# cannot charge another tenant's quota by writing the field a policy reads
+# its consumer from. A Namespace is its own; any other object's comes with
+# its labels when Gatekeeper knows them (name "" for a cluster-scoped one).
+namespace_of(o) := {"name": object.get(o, ["metadata", "name"], ""), "labels": object.get(o, ["metadata", "labels"], {})} if {
+	quotalib.is_namespace_object
+} else := {"name": quotalib.namespace_name, "labels": labels} if {
+	labels := quotalib.namespace_labels
+} else := {"name": quotalib.namespace_name}
 
 # What the policy renders for this review; undefined when the review claims
 # nothing (a DELETE or CONNECT), so a policy's CEL is never evaluated for it.

@@ -86,6 +86,34 @@ test_a_create_without_a_uid_is_denied if {
 	got == {`quota: cannot reserve for ConfigMap "settings": metadata.uid is empty (the API server sets it before validating admission)`}
 }
 
+# Reports the namespace the template asks the claim to be judged by.
+asked_namespace(req) := {"error": sprintf("%v", [req.namespace])}
+
+team_a_namespace := {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"resourcemanager.miloapis.com/organization": "acme"}}}
+
+test_the_claim_is_judged_by_the_namespace_gatekeeper_attaches if {
+	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": object.union(review("CREATE"), {"namespaceObject": team_a_namespace}), "parameters": params}
+		with quota.policy_claim as asked_namespace
+		with quota.reserve as echo
+	got == {`quota: {"labels": {"resourcemanager.miloapis.com/organization": "acme"}, "name": "team-a"}`}
+}
+
+test_a_namespace_gatekeeper_does_not_know_has_no_labels if {
+	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": review("CREATE"), "parameters": params}
+		with quota.policy_claim as asked_namespace
+		with quota.reserve as echo
+	got == {`quota: {"name": "team-a"}`}
+}
+
+test_a_namespace_is_judged_by_its_own_labels if {
+	ns := {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-c", "uid": "uid-c", "labels": {"team": "c"}}}
+	r := object.union(review("CREATE"), {"kind": {"group": "", "version": "v1", "kind": "Namespace"}, "name": "team-c", "namespace": "", "object": ns})
+	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": r, "parameters": params}
+		with quota.policy_claim as asked_namespace
+		with quota.reserve as echo
+	got == {`quota: {"labels": {"team": "c"}, "name": "team-c"}`}
+}
+
 test_a_missing_policy_parameter_is_a_violation if {
 	got := {v.msg | some v in quotaclaimpolicy.violation} with input as {"review": review("CREATE"), "parameters": {}}
 		with quota.policy_claim as rendered

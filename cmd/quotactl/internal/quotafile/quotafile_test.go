@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/celpolicy"
+	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
@@ -98,7 +99,7 @@ func TestClaimPolicies(t *testing.T) {
 	}
 	in := celpolicy.ClaimInput{Trigger: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"name": "cm-1", "namespace": "team-a"}}}
-	got, err := s.ClaimPolicies().Claim(context.Background(), "configmaps", 0, in)
+	got, err := s.ClaimPolicies().Claim(context.Background(), "configmaps", 0, in, claimpolicies.Namespace{Name: "team-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

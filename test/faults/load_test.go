@@ -220,4 +220,3 @@ func existing(ctx context.Context, ns string) (map[string]bool, error) {
 	}
 	return out, nil
 }
-

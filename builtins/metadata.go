@@ -17,6 +17,10 @@ import (
 // ClaimMetadata is the metadata a claim asks its ResourceClaim view to
 // have; every field is optional.
 type ClaimMetadata struct {
+	// View: the claim asked for a view (it has a metadata field, empty or
+	// not). A QuotaClaimPolicy's claims always do (Milo's contract); a
+	// QuotaEntity's or QuotaAllocation's only with parameters.claimViews.
+	View         bool
 	Name         string
 	GenerateName string
 	Namespace    string
@@ -46,6 +50,7 @@ func (d *decoder) metadata(path string, m map[string]any) ClaimMetadata {
 		return ClaimMetadata{}
 	}
 	md := ClaimMetadata{
+		View:         true,
 		Name:         d.str(path, mm, "name"),
 		GenerateName: d.str(path, mm, "generateName"),
 		Namespace:    d.str(path, mm, "namespace"),

@@ -552,7 +552,7 @@ func installPolicy(ctx context.Context, t *testing.T, env *testenv.Env) {
 				"kinds":      []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}},
 				"namespaces": []any{"team-a", "team-b"},
 			},
-			"parameters": map[string]any{"resourceType": resourceType},
+			"parameters": map[string]any{"resourceType": resourceType, "claimViews": true},
 		}
 		if action != "" {
 			spec["enforcementAction"] = action

@@ -54,7 +54,10 @@ var viewNames = names.Scheme{Tag: "quotakeeper.view/v1", Fallback: "claim", Pref
 // systemNamespace. It is owned by the object when Kubernetes allows it: a
 // namespaced owner must be in the view's namespace.
 func Views(obj ViewedObject, claims []builtins.RecordedClaim, systemNamespace string) []*quotav1alpha1.ResourceClaim {
-	claims = slices.Clone(claims)
+	// Only claims that asked for a view have one (ClaimMetadata.View): each
+	// costs two API writes when first counted, which a platform team that
+	// reads usage from the buckets need not pay.
+	claims = slices.DeleteFunc(slices.Clone(claims), func(c builtins.RecordedClaim) bool { return !c.Metadata.View })
 	// The order quota.reserve was called in is not fixed; the views must be.
 	slices.SortStableFunc(claims, func(a, b builtins.RecordedClaim) int { return cmp.Compare(claimOrder(a), claimOrder(b)) })
 	var parts []*viewPart

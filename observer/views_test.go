@@ -26,6 +26,7 @@ var (
 )
 
 func recorded(md builtins.ClaimMetadata, reqs ...ledger.Request) builtins.RecordedClaim {
+	md.View = true
 	return builtins.RecordedClaim{Claim: ledger.Claim{ID: "3d0c-web", Requests: reqs}, Metadata: md}
 }
 

@@ -69,7 +69,7 @@ func main() {
 	flag.IntVar(&cfg.restartObjects, "restart-objects", 100_000, "objects counted before the manager restart of phase (r)")
 	flag.Int64Var(&cfg.grant, "grant", 1_000_000, "the shared bucket's grant in phases (c) and (f)")
 	flag.StringVar(&replicas, "replicas", "1,3", "Gatekeeper replica counts, comma-separated: the whole run once per count, on a fresh cluster")
-	flag.StringVar(&phases, "phases", "a,b,c,d,e,f,r", "phases to run, comma-separated")
+	flag.StringVar(&phases, "phases", "a,b,c,d,e,f,v,r", "phases to run, comma-separated")
 	flag.StringVar(&cfg.dir, "dir", filepath.Join(root, "_output", "load"), "directory for each cluster's kubeconfig, certificates and logs (replaced)")
 	flag.StringVar(&cfg.gatekeeper, "gatekeeper", filepath.Join(root, "bin", "gatekeeper"), "Gatekeeper binary built with the plugin (make gatekeeper)")
 	flag.StringVar(&cfg.manager, "manager", filepath.Join(root, "bin", "quotakeeper-manager"), "quotakeeper manager binary (make manager)")
@@ -159,8 +159,8 @@ func parsePhases(s string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
-		if len(f) != 1 || (f < "a" || f > "f") && f != "r" {
-			return nil, fmt.Errorf("%q: want letters a to f, or r", f)
+		if len(f) != 1 || (f < "a" || f > "f") && f != "r" && f != "v" {
+			return nil, fmt.Errorf("%q: want letters a to f, r or v", f)
 		}
 		out[f] = true
 	}

@@ -44,7 +44,7 @@ const (
 // order is the order phases run in: the three without quotakeeper quota
 // first, so that the quota phases, not the baselines, carry the objects
 // that earlier phases leave in the cluster.
-var order = []string{"a", "b", "d", "c", "e", "f"}
+var order = []string{"a", "b", "d", "c", "e", "f", "v"}
 
 var titles = map[string]string{
 	"a": "no matching constraint",
@@ -53,7 +53,11 @@ var titles = map[string]string{
 	"d": "in-tree ResourceQuota per namespace",
 	"e": "shared quota, limit = half the creates",
 	"f": "shared quota, prefilled",
+	"v": "shared quota with ResourceClaim views",
 }
+
+// sharedQuota: the phases that create against the shared Organization quota.
+func sharedQuota(id string) bool { return id == "c" || id == "e" || id == "f" || id == "v" }
 
 // result is one measured run.
 type result struct {
@@ -204,7 +208,7 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 	}
 	org := quotav1alpha1.ConsumerRef{APIGroup: orgGroup, Kind: "Organization", Name: "load-" + id}
 	labels := map[string]string{phaseLabel: id}
-	if id == "c" || id == "e" || id == "f" {
+	if sharedQuota(id) {
 		labels[quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization")] = org.Name
 	}
 	for _, ns := range namespaces {
@@ -222,7 +226,7 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 		if err := h.resourceQuotas(ctx, namespaces); err != nil {
 			return nil, err
 		}
-	case "c", "e", "f":
+	case "c", "e", "f", "v":
 		switch id {
 		case "e":
 			limit = int64(total / 2)
@@ -232,17 +236,21 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 		if err := h.grant(ctx, org, limit); err != nil {
 			return nil, err
 		}
-		if err := h.constraint(ctx, "QuotaEntity", "load-"+id, namespaces, map[string]any{
+		parameters := map[string]any{
 			"resourceType": resourceType,
 			"consumers":    []any{map[string]any{"apiGroup": orgGroup, "kind": "Organization"}},
-		}); err != nil {
+		}
+		if id == "v" {
+			parameters["claimViews"] = true // a ResourceClaim per object, Milo's way
+		}
+		if err := h.constraint(ctx, "QuotaEntity", "load-"+id, namespaces, parameters); err != nil {
 			return nil, err
 		}
 	}
 	if err := h.ready(ctx, namespaces[0]); err != nil {
 		return nil, err
 	}
-	if id == "c" || id == "e" || id == "f" {
+	if sharedQuota(id) {
 		// As (d) starts with every ResourceQuota's status written: the
 		// manager's one-time work for 100 new namespaces (their effective
 		// grants) is onboarding, not the cost of a create.
@@ -291,7 +299,7 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 		if err := h.checkInTree(ctx, namespaces); err != nil {
 			return nil, err
 		}
-	case "c", "e", "f":
+	case "c", "e", "f", "v":
 		if id == "e" {
 			live, err := h.live(ctx, namespaces)
 			if err != nil {
@@ -625,7 +633,7 @@ func (h *harness) summary(results map[string]*result) {
 	h.printf("\nsummary, %d Gatekeeper replica(s):\n", h.replicas)
 	tw := tabwriter.NewWriter(h.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PHASE\tCREATES\tADMITTED\tDENIED\tFAILED\tRATE/S\tP50\tP99")
-	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+	for _, id := range []string{"a", "b", "c", "d", "e", "f", "v"} {
 		r, ok := results[id]
 		if !ok {
 			continue
@@ -645,5 +653,5 @@ func (h *harness) summary(results map[string]*result) {
 		rb, okb := rt(b)
 		return ratio(ra, rb, oka, okb)
 	}
-	h.printf("ratios: c/d %s  c/b %s  f/c %s\n", ratioOf("c", "d"), ratioOf("c", "b"), ratioOf("f", "c"))
+	h.printf("ratios: c/d %s  c/b %s  f/c %s  v/c %s\n", ratioOf("c", "d"), ratioOf("c", "b"), ratioOf("f", "c"), ratioOf("v", "c"))
 }

@@ -116,7 +116,7 @@ func parseFlags() flags {
 	flag.DurationVar(&f.effectiveRefresh, "effective-grant-refresh", controllers.DefaultEffectiveRefresh, "Longest a change of usage alone waits before a consumer's EffectiveResourceGrants show it (a change of limit shows at once), per 20 namespaces of the consumer: each refresh rewrites the effective grant in every one of them.")
 	flag.DurationVar(&f.observerResync, "observer-resync", 5*time.Minute, "How often the observer evaluates every object again, correcting whatever an event missed.")
 	flag.DurationVar(&f.observerWriteInterval, "observer-write-interval", 250*time.Millisecond, "Least time between two writes of one bucket's observed usage.")
-	flag.BoolVar(&f.objectClaims, "object-claims", true, "Write one ResourceClaim per counted object and consumer, labelled quota.miloapis.com/view=true, as a view of what it counts (deleting one frees nothing; the observer writes it again). Each costs two writes when its object is first counted.")
+	flag.BoolVar(&f.objectClaims, "object-claims", true, "Write one ResourceClaim per counted object and consumer whose claim asks for one (every QuotaClaimPolicy's; a QuotaEntity's or QuotaAllocation's with parameters.claimViews), labelled quota.miloapis.com/view=true, as a view of what it counts (deleting one frees nothing; the observer writes it again). Each costs two writes when its object is first counted.")
 	flag.Float64Var(&f.objectClaimsQPS, "object-claims-qps", 20, "Most ResourceClaim view writes per second (a client of their own: bucket writes never wait for them).")
 	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	opts := zap.Options{}

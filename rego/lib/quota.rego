@@ -338,12 +338,19 @@ config_errors contains s.error if {
 # or more, so an update in flight stays reserved even where the generation
 # cannot tell (a kind without metadata.generation, or an amount read from
 # metadata). 0 for a CREATE.
-claim(n, total) := {
+claim(n, total) := object.union({
 	"id": claim_id(n),
 	"object": object_ref,
 	"requests": [object.union(request(s, n), {"total": total}) | some s in scopes],
 	"policyVersion": policy_version,
-}
+}, claim_view)
+
+# A claim with a metadata field has a ResourceClaim view per consumer
+# (written by the manager's observer): only with parameters.claimViews,
+# since each view costs two API writes per object.
+claim_view := {"metadata": {}} if {
+	params.claimViews == true
+} else := {}
 
 # The constraint's policy version, stamped into its parameters by the
 # manager: quota.reserve denies while the observer has not counted the

@@ -789,3 +789,10 @@ test_real_scale_is_denied_like_the_update_of_replicas if {
 	real_scale(3, 4, "req-4") == set()
 	real_scale(3, 8, "req-5") == {"quota exceeded for Namespace real-scale: requested 2500 of core/requests.cpu, available 1500 of 2000 (allocated 0, reserved 500); in cores (1000 millicores each): requested 2.5, available 1.5 of 2 (allocated 0, reserved 0.5); see EffectiveResourceGrant real-scale/core-requests-cpu-8246841d271a8f0c (kubectl quota usage -n real-scale)"}
 }
+
+# parameters.claimViews asks for a ResourceClaim view of what the object
+# counts: the claim carries a metadata field, empty.
+test_claim_asks_for_a_view_only_with_claim_views if {
+	not quotalib.claim(1, 0).metadata with input as create
+	quotalib.claim(1, 0).metadata == {} with input as json.patch(create, [{"op": "add", "path": "/parameters/claimViews", "value": true}])
+}

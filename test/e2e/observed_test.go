@@ -56,6 +56,7 @@ func cpuQuota(t *testing.T, ns, resourceType string, amount int64) quotav1alpha1
 	}
 	parameters := map[string]any{
 		"resourceType": resourceType,
+		"claimViews":   true,
 		"amount":       map[string]any{"resource": "cpu", "replicasPath": []any{"spec", "replicas"}, "unit": "m"},
 		"scaleTargets": []any{map[string]any{"apiGroup": "apps", "kind": "Deployment"}},
 	}

@@ -23,7 +23,7 @@ func TestEntityQuota(t *testing.T) {
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
 	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
 	grant(t, "configmaps", consumer, rt, 3)
-	quotaEntity(t, "e2e-entity", []string{ns}, map[string]any{"resourceType": rt})
+	quotaEntity(t, "e2e-entity", []string{ns}, map[string]any{"resourceType": rt, "claimViews": true})
 
 	for i := 1; i <= 3; i++ {
 		mustAdmit(t, ns, fmt.Sprintf("cm-%d", i))

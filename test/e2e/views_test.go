@@ -32,14 +32,14 @@ var viewNames = names.Scheme{Tag: "quotakeeper.view/v1", Fallback: "claim", Pref
 
 // configMapQuota registers resourceType (ConfigMaps counted against their
 // namespace), grants ns amount of it and applies a QuotaEntity constraint
-// on ns. It returns the namespace's consumer.
+// on ns that writes ResourceClaim views. It returns the namespace's consumer.
 func configMapQuota(t *testing.T, ns, resourceType string, amount int64) quotav1alpha1.ConsumerRef {
 	t.Helper()
 	namespace(t, ns, nil)
 	registration(t, resourceType, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
 	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
 	grant(t, "configmaps", consumer, resourceType, amount)
-	quotaEntity(t, ns, []string{ns}, map[string]any{"resourceType": resourceType})
+	quotaEntity(t, ns, []string{ns}, map[string]any{"resourceType": resourceType, "claimViews": true})
 	return consumer
 }
 

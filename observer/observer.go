@@ -165,8 +165,8 @@ type Observer struct {
 
 	// Recounting (recount.go): every quota constraint's version by
 	// counted.Key, those not yet counted, the versions stamped by the
-	// observer, and the record last published (touched by Start's loop
-	// only).
+	// observer, and the record last published (read at start, then
+	// touched by Start's loop only).
 	versions  map[string]string
 	recounts  map[string]*recount
 	stamped   map[string]string
@@ -245,6 +245,9 @@ func (o *Observer) Start(ctx context.Context) error {
 	builtins.UseClaimPolicies(o.claimPolicies)
 	defer builtins.UseClaimPolicies(nil)
 	loadStart := time.Now()
+	if err := o.loadPublished(ctx); err != nil {
+		return fmt.Errorf("observer: the counted policy versions: %w", err)
+	}
 	failed, err := o.initialLoad(ctx)
 	if err != nil {
 		return err

@@ -60,8 +60,28 @@ func (o *Observer) setVersion(key, version string) bool {
 		return false
 	}
 	o.versions[key] = version
+	if !o.ready.Load() && o.published.Has(version) {
+		// A leader before this one counted it, and its buckets have been
+		// kept since: a restart does not deny it while the buckets are
+		// written again.
+		return false
+	}
 	o.recounts[key] = &recount{version: version, policy: o.policy.version.Load()}
 	return true
+}
+
+// loadPublished reads the record a leader before this one published.
+func (o *Observer) loadPublished(ctx context.Context) error {
+	cm := &corev1.ConfigMap{}
+	err := o.live.Get(ctx, types.NamespacedName{Namespace: o.opts.SystemNamespace, Name: counted.ConfigMapName}, cm)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	o.published = counted.Record(cm.Data)
+	if o.published == nil {
+		o.published = counted.Record{}
+	}
+	return nil
 }
 
 // recountKind recounts every constraint of kind as it stands: its template
@@ -153,7 +173,7 @@ func (o *Observer) publish(ctx context.Context) error {
 	o.mu.Lock()
 	record := o.publishable()
 	o.mu.Unlock()
-	if o.published != nil && maps.Equal(o.published, record) {
+	if maps.Equal(o.published, record) {
 		return nil
 	}
 	cm := &corev1.ConfigMap{}

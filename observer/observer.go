@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"k8s.io/client-go/tools/events"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -344,11 +345,25 @@ func work[T comparable](q workqueue.TypedRateLimitingInterface[T], fn func(T) er
 		return false
 	}
 	defer q.Done(it)
-	if err := fn(it); err != nil {
+	if err := recovered(fn, it); err != nil {
 		failed(it, err)
 		q.AddRateLimited(it)
 		return true
 	}
 	q.Forget(it)
 	return true
+}
+
+// recovered runs fn, turning a panic into an error: a panic evaluating one
+// object must not take down the leading manager (controller-runtime's
+// reconcilers recover the same way); the item is retried with backoff, and
+// what it would have counted stays uncounted, so its recount, if any, is
+// not published (fail closed).
+func recovered[T any](fn func(T) error, it T) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return fn(it)
 }

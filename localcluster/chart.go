@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/internal/checkout"
 )
 
 // The bed installs quotakeeper from what `helm template` renders of
@@ -39,7 +39,10 @@ const helmModule = "helm.sh/helm/v3"
 // HelmBinary is bin/helm-<version>, the version hack/tools/helm/go.mod pins
 // (`make e2e`, `make run` and `make test` build it).
 func HelmBinary() (string, error) {
-	root := testenv.RepoRoot()
+	root, err := checkout.Root()
+	if err != nil {
+		return "", err
+	}
 	gomod := filepath.Join(root, "hack", "tools", "helm", "go.mod")
 	data, err := os.ReadFile(gomod)
 	if err != nil {
@@ -86,7 +89,11 @@ func renderedBy(name string, args ...string) ([]*unstructured.Unstructured, erro
 // RenderQuotakeeperChart renders charts/quotakeeper as docs/operations.md
 // installs it (release quotakeeper in ChartNamespace) with args.
 func RenderQuotakeeperChart(helm string, args ...string) (Rendered, error) {
-	return RenderChart(helm, filepath.Join(testenv.RepoRoot(), "charts", "quotakeeper"), "quotakeeper", ChartNamespace, args...)
+	root, err := checkout.Root()
+	if err != nil {
+		return Rendered{}, err
+	}
+	return RenderChart(helm, filepath.Join(root, "charts", "quotakeeper"), "quotakeeper", ChartNamespace, args...)
 }
 
 // Kinds returns the objects of those kinds, in order.
@@ -203,6 +210,10 @@ func (c *Cluster) renderGatekeeperChart(moduleDir string) (Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
+	root, err := checkout.Root()
+	if err != nil {
+		return nil, err
+	}
 	return RenderChart(helm, filepath.Join(moduleDir, "charts", "gatekeeper"), "gatekeeper", GatekeeperNamespace,
-		"--kube-version", server.GitVersion, "-f", filepath.Join(testenv.RepoRoot(), "config", "gatekeeper", "values.yaml"))
+		"--kube-version", server.GitVersion, "-f", filepath.Join(root, "config", "gatekeeper", "values.yaml"))
 }

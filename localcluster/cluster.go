@@ -30,7 +30,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/internal/checkout"
+	"github.com/quotakeeper/quotakeeper/internal/freeport"
 )
 
 // GatekeeperNamespace is where Gatekeeper runs, as its chart installs it.
@@ -114,7 +115,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	gkCRDs := filepath.Join(gkDir, "charts", "gatekeeper", "crds")
-	assets, err := testenv.AssetsDir()
+	assets, err := checkout.Testbin()
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +255,11 @@ func (c *Cluster) writeUserKubeconfig(file string, user envtest.User) (string, e
 // chart: its CRDs and the values its webhook configuration is made from.
 func gatekeeperModuleDir() (string, error) {
 	cmd := exec.Command("go", "list", "-mod=mod", "-m", "-f", "{{.Dir}}", "github.com/open-policy-agent/gatekeeper/v3")
-	cmd.Dir = testenv.RepoRoot()
+	root, err := checkout.Root()
+	if err != nil {
+		return "", err
+	}
+	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("find Gatekeeper's module directory: %w", err)
@@ -382,7 +387,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int, settings string)
 	}
 	var ports [4]int
 	for j := range ports {
-		port, err := testenv.FreePort()
+		port, err := freeport.Get()
 		if err != nil {
 			return nil, "", err
 		}
@@ -487,11 +492,11 @@ func (c *Cluster) startManager(ctx context.Context) error {
 	if c.ManagerKubeconfig, err = c.writeServiceAccountKubeconfig(ctx, "manager.kubeconfig", ManagerServiceAccount); err != nil {
 		return err
 	}
-	health, err := testenv.FreePort()
+	health, err := freeport.Get()
 	if err != nil {
 		return err
 	}
-	metrics, err := testenv.FreePort()
+	metrics, err := freeport.Get()
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/internal/checkout"
 	"github.com/quotakeeper/quotakeeper/version"
 )
 
@@ -59,7 +59,10 @@ type config struct {
 }
 
 func main() {
-	root := testenv.RepoRoot()
+	root, err := checkout.Root()
+	if err != nil {
+		fatal(err)
+	}
 	var cfg config
 	var replicas, phases string
 	flag.IntVar(&cfg.namespaces, "namespaces", 100, "namespaces per phase")
@@ -100,7 +103,6 @@ func main() {
 		return
 	}
 
-	var err error
 	if cfg.replicas, err = parseInts(replicas); err != nil {
 		fatal(fmt.Errorf("-replicas: %w", err))
 	}

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/internal/freeport"
 )
 
 // profileTargets are the pprof endpoints -pprof reads besides the
@@ -23,11 +23,11 @@ import (
 type profileTargets struct{ gatekeeper, manager string }
 
 func newProfileTargets() (profileTargets, []string, []string, error) {
-	gk, err := testenv.FreePort()
+	gk, err := freeport.Get()
 	if err != nil {
 		return profileTargets{}, nil, nil, err
 	}
-	mgr, err := testenv.FreePort()
+	mgr, err := freeport.Get()
 	if err != nil {
 		return profileTargets{}, nil, nil, err
 	}

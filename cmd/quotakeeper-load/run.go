@@ -26,7 +26,7 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/localcluster"
-	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/internal/checkout"
 )
 
 //go:embed noop-template.yaml
@@ -161,7 +161,10 @@ func runOnce(ctx context.Context, cfg config, replicas int) ([]string, error) {
 // install applies Gatekeeper's namespace sync, the QuotaEntity template, the
 // no-op template and the registration of the counted resource type.
 func (h *harness) install(ctx context.Context) error {
-	root := testenv.RepoRoot()
+	root, err := checkout.Root()
+	if err != nil {
+		return err
+	}
 	objs, err := localcluster.ReadObjects(
 		filepath.Join(root, "config", "gatekeeper", "syncset.yaml"),
 		filepath.Join(root, "templates", "quotaentity", "template.yaml"))
@@ -461,7 +464,7 @@ func (h *harness) settle(ctx context.Context, what string, namespaces []string, 
 // apiserver stores custom resources in.
 func (h *harness) serializedSize(ctx context.Context, name client.ObjectKey) (int, error) {
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(testenv.GVK("AllowanceBucket"))
+	u.SetGroupVersionKind(quotav1alpha1.GroupVersion.WithKind("AllowanceBucket"))
 	if err := h.c.Client.Get(ctx, name, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			return 0, nil

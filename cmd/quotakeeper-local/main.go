@@ -21,13 +21,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/localcluster"
-	"github.com/quotakeeper/quotakeeper/test/testenv"
+	"github.com/quotakeeper/quotakeeper/internal/checkout"
 	"github.com/quotakeeper/quotakeeper/usage"
 	"github.com/quotakeeper/quotakeeper/version"
 )
 
 func main() {
-	root := testenv.RepoRoot()
+	root, err := checkout.Root()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quotakeeper-local:", err)
+		os.Exit(1)
+	}
 	dir := flag.String("dir", filepath.Join(root, "_output", "local"), "directory for the kubeconfig, certificates and logs")
 	gatekeeper := flag.String("gatekeeper", filepath.Join(root, "bin", "gatekeeper"), "Gatekeeper binary built with the plugin (make gatekeeper)")
 	manager := flag.String("manager", filepath.Join(root, "bin", "quotakeeper-manager"), "quotakeeper manager binary")

@@ -1,9 +1,10 @@
 package testenv
 
 import (
-	"net"
 	"testing"
 	"time"
+
+	"github.com/quotakeeper/quotakeeper/internal/freeport"
 )
 
 // Eventually polls check until it returns nil, and fails the test with what
@@ -27,13 +28,5 @@ func Eventually(t testing.TB, timeout time.Duration, what string, check func() e
 	}
 }
 
-// FreePort returns a loopback port nobody listens on now, for a process a
-// test bed starts (another process may take it before that one binds it).
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort returns a loopback port nobody listens on now (freeport.Get).
+func FreePort() (int, error) { return freeport.Get() }

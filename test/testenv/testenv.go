@@ -10,10 +10,7 @@ package testenv
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"runtime"
-	"sort"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -22,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/internal/checkout"
 )
 
 // Env is a running control plane.
@@ -34,10 +32,14 @@ type Env struct {
 	env *envtest.Environment
 }
 
-// RepoRoot is the directory that holds go.mod.
+// RepoRoot is the directory that holds go.mod: the checkout the test runs
+// in (go test runs it in its package's directory).
 func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	root, err := checkout.Root()
+	if err != nil {
+		panic(err)
+	}
+	return root
 }
 
 // Start brings up etcd and kube-apiserver and installs the CRDs from
@@ -83,29 +85,9 @@ func TestCRDs() string { return filepath.Join(RepoRoot(), "test", "crds") }
 // GVK returns the GroupVersionKind of a quotakeeper kind.
 func GVK(kind string) schema.GroupVersionKind { return quotav1alpha1.GroupVersion.WithKind(kind) }
 
-// AssetsDir finds the directory holding kube-apiserver and etcd.
-func AssetsDir() (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir, requireBinaries(dir)
-	}
-	matches, _ := filepath.Glob(filepath.Join(RepoRoot(), "bin", "testbin", "k8s-*"))
-	sort.Strings(matches)
-	for i := len(matches) - 1; i >= 0; i-- {
-		if requireBinaries(matches[i]) == nil {
-			return matches[i], nil
-		}
-	}
-	return "", fmt.Errorf("no kube-apiserver and etcd under bin/testbin: run 'make testbin' (or 'make test', which builds them)")
-}
-
-func requireBinaries(dir string) error {
-	for _, name := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("%s missing in %s: run 'make testbin'", name, dir)
-		}
-	}
-	return nil
-}
+// AssetsDir finds the directory holding kube-apiserver and etcd
+// (checkout.Testbin).
+func AssetsDir() (string, error) { return checkout.Testbin() }
 
 // Kubeconfig returns a kubeconfig for a user of that name and groups,
 // authenticated by a client certificate the control plane trusts, for a

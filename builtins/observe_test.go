@@ -63,7 +63,7 @@ func TestObserveModeRecordsTheClaimMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertEqual(t, "granted", rs[0].Bindings["d"].(map[string]any)["granted"], true)
-	assertEqual(t, "recorded metadata", rec.Claims[0].Metadata, builtins.ClaimMetadata{
+	assertEqual(t, "recorded metadata", rec.Claims[0].Metadata, builtins.ClaimMetadata{View: true,
 		Name: "web-pods", GenerateName: "web-", Namespace: "team-a",
 		Labels:      map[string]string{"app": "web"},
 		Annotations: map[string]string{"example.com/note": "any text, even spaces"},

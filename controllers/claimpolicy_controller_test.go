@@ -13,6 +13,7 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/claimpolicies"
+	"github.com/quotakeeper/quotakeeper/counted"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -46,6 +47,15 @@ func wantConstraint(t *testing.T, p *quotav1alpha1.ClaimCreationPolicy) *unstruc
 			"match":             map[string]any{"kinds": []any{map[string]any{"apiGroups": []any{""}, "kinds": []any{"ConfigMap"}}}},
 			"parameters":        map[string]any{"policy": p.Name, "generation": p.Generation},
 		}
+		// The manager's webhook stamps the policy version (package counted).
+		want := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+		want.SetKind("QuotaClaimPolicy")
+		want.SetName(p.Name)
+		version, err := counted.Version(want)
+		if err != nil {
+			return err
+		}
+		spec["parameters"].(map[string]any)[counted.Field] = version
 		if diff := cmp.Diff(spec, got.Object["spec"]); diff != "" {
 			return fmt.Errorf("spec (-want +got):\n%s", diff)
 		}

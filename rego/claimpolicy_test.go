@@ -239,7 +239,7 @@ func TestClaimPolicyObservedRecordsTheClaimWithItsMetadata(t *testing.T) {
 			Object:   ledger.ObjectRef{Kind: "ConfigMap", Namespace: "team-a", Name: "cm1", UID: "uid-team-a-cm1"},
 			Requests: []ledger.Request{{Consumer: teamA, ResourceType: "core/configmaps", Amount: 1, Dimensions: map[string]string{}}},
 		},
-		Metadata: builtins.ClaimMetadata{
+		Metadata: builtins.ClaimMetadata{View: true,
 			Name:        "cm1-claim",
 			Labels:      map[string]string{"team": "web"},
 			Annotations: map[string]string{"created-by": ""},

@@ -24,9 +24,9 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/internal/checkout"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/localcluster"
-	"github.com/quotakeeper/quotakeeper/internal/checkout"
 )
 
 //go:embed noop-template.yaml

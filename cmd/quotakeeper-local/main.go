@@ -20,8 +20,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/internal/checkout"
+	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/usage"
 	"github.com/quotakeeper/quotakeeper/version"
 )

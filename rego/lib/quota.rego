@@ -338,12 +338,15 @@ config_errors contains s.error if {
 # or more, so an update in flight stays reserved even where the generation
 # cannot tell (a kind without metadata.generation, or an amount read from
 # metadata). 0 for a CREATE.
-claim(n, total) := object.union({
-	"id": claim_id(n),
-	"object": object_ref,
-	"requests": [object.union(request(s, n), {"total": total}) | some s in scopes],
-	"policyVersion": policy_version,
-}, claim_view)
+claim(n, total) := object.union(
+	{
+		"id": claim_id(n),
+		"object": object_ref,
+		"requests": [object.union(request(s, n), {"total": total}) | some s in scopes],
+		"policyVersion": policy_version,
+	},
+	claim_view,
+)
 
 # A claim with a metadata field has a ResourceClaim view per consumer
 # (written by the manager's observer): only with parameters.claimViews,

@@ -292,7 +292,7 @@ run: testbin gatekeeper manager $(HELM) ## The main job: a local control plane w
 #   make load LOAD_FLAGS='-replicas 1 -namespaces 10 -creates 5 -creators 10 -prefill 200'
 LOAD_FLAGS ?=
 
-load: testbin gatekeeper manager $(HELM) ## Load run (issue 10): creates through phases a-f on a local cluster, per Gatekeeper replica count; not part of test.
+load: testbin gatekeeper manager $(HELM) ## Load run (issue 10): creates through phases a-f and v on a local cluster, per Gatekeeper replica count; not part of test.
 	go run $(GO_BUILD_FLAGS) ./cmd/quotakeeper-load --gatekeeper $(GATEKEEPER) --manager $(MANAGER) $(LOAD_FLAGS)
 
 clean: ## Remove build outputs (keeps the cached test binaries).

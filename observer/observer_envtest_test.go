@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -109,8 +110,28 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 	configMap("team-b", "cm-3")
 
 	installPolicy(ctx, t, env)
+	// A second quota template whose constraint kind Gatekeeper has not made
+	// yet: until the observer can watch it, it writes nothing (a bucket
+	// written without that kind's constraints could count less than the
+	// live objects use).
+	late, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "templates", "quotaallocation", "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lateTemplate := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(late, &lateTemplate.Object); err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(lateTemplate)
 
 	w := startObserver(ctx, t, env)
+	time.Sleep(3 * time.Second)
+	if _, written, err := bucketStatus(k8s, namespaceConsumer("team-a"), rtNamespace); err != nil || written {
+		t.Fatalf("a bucket was written while a quota template's constraint kind could not be watched (written %t, %v)", written, err)
+	}
+	if _, _, err := testenv.InstallConstraintCRD(ctx, env.Config, "quotaallocation"); err != nil {
+		t.Fatal(err)
+	}
 	// eventuallyBucket checks what the observer wrote, then what the
 	// bucket's status shows.
 	eventuallyBucket := func(t *testing.T, c ledger.Consumer, resourceType string, want figures) {

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,8 +32,9 @@ import (
 // here, never asked of quotakeeper): at no sampled moment may it exceed the
 // limit, and after quiescence the bucket's allocated equals it with no
 // reservation left. Now and then the platform team edits the constraint (a
-// new policy version: the manager recounts while the tenants act), and
-// halfway through the manager is killed and started again. make test runs
+// new policy version: the manager recounts while the tenants act), halfway
+// through the manager is killed and started again, and three quarters
+// through a Gatekeeper replica. make test runs
 // a short run; make exactness a long one:
 //
 //	make exactness EXACTNESS_ACTIONS=2000 EXACTNESS_SEED=42
@@ -100,14 +102,15 @@ func TestExactnessUnderRandomTenantActions(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
-		mu         sync.Mutex
-		taken      = map[string]int{}
-		admitted   = map[string]int{}
-		denied     = map[string]int{}
-		raced      = map[string]int{} // another worker changed or removed the object first
-		denial     = map[string]string{}
-		violations []string
-		maxUsed    int64
+		mu           sync.Mutex
+		taken        = map[string]int{}
+		admitted     = map[string]int{}
+		denied       = map[string]int{}
+		raced        = map[string]int{} // another worker changed or removed the object first
+		failedClosed = map[string]int{} // the webhook call failed: a Gatekeeper replica was killed
+		denial       = map[string]string{}
+		violations   []string
+		maxUsed      int64
 	)
 	// The monitor: the live objects' usage, sampled as fast as a list goes.
 	monitorDone := make(chan struct{})
@@ -144,6 +147,20 @@ func TestExactnessUnderRandomTenantActions(t *testing.T) {
 		}
 		managerDown.Store(false)
 	})
+	// Three quarters through, a Gatekeeper replica is killed mid-review and
+	// started again: the requests it was deciding fail (the webhook fails
+	// closed), and what it reserved for them expires.
+	wg.Go(func() {
+		for next.Load() < int64(*exactnessActions)*3/4 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		gk := cluster.Gatekeepers[len(cluster.Gatekeepers)-1]
+		gk.Kill()
+		time.Sleep(2 * time.Second)
+		if err := cluster.Restart(context.Background(), gk); err != nil {
+			t.Error(err)
+		}
+	})
 	for w := range workers {
 		rng := rand.New(rand.NewPCG(seed, uint64(w)))
 		wg.Go(func() {
@@ -170,6 +187,10 @@ func TestExactnessUnderRandomTenantActions(t *testing.T) {
 				case errors.Is(err, errNotApplicable):
 				case apierrors.IsConflict(err), apierrors.IsNotFound(err), apierrors.IsAlreadyExists(err):
 					raced[act]++
+				case apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed calling webhook"):
+					// A replica killed mid-review (or the balancer had not
+					// dropped it yet): the request failed closed.
+					failedClosed[act]++
 				default:
 					t.Errorf("%s %s: %v", act, name, err)
 				}
@@ -200,7 +221,7 @@ func TestExactnessUnderRandomTenantActions(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, act := range harnessActions {
-		t.Logf("%-26s drawn %4d  admitted %4d  denied %4d  raced %4d", act, taken[act], admitted[act], denied[act], raced[act])
+		t.Logf("%-26s drawn %4d  admitted %4d  denied %4d  raced %4d  failed closed %2d", act, taken[act], admitted[act], denied[act], raced[act], failedClosed[act])
 		if denial[act] != "" {
 			t.Logf("  last denial: %s", denial[act])
 		}

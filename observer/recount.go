@@ -34,9 +34,9 @@ const publishInterval = 200 * time.Millisecond
 // evaluation (a claim, an object gone) counts as evaluated.
 const anyPolicy = math.MaxUint64
 
-// recount is one constraint version waiting to be published.
+// recount is one constraint version (Observer.versions) waiting to be
+// published.
 type recount struct {
-	version string
 	// policy is policy.version once the constraint was loaded: an object
 	// evaluated at an older one may not count what the constraint covers.
 	policy uint64
@@ -66,7 +66,7 @@ func (o *Observer) setVersion(key, version string) bool {
 		// written again.
 		return false
 	}
-	o.recounts[key] = &recount{version: version, policy: o.policy.version.Load()}
+	o.recounts[key] = &recount{policy: o.policy.version.Load()}
 	return true
 }
 
@@ -87,9 +87,9 @@ func (o *Observer) loadPublished(ctx context.Context) error {
 // recountKind recounts every constraint of kind as it stands: its template
 // changed. Called with o.mu held.
 func (o *Observer) recountKind(kind string) {
-	for key, version := range o.versions {
+	for key := range o.versions {
 		if strings.HasPrefix(key, kind+".") {
-			o.recounts[key] = &recount{version: version, policy: o.policy.version.Load()}
+			o.recounts[key] = &recount{policy: o.policy.version.Load()}
 		}
 	}
 }

@@ -196,6 +196,22 @@ func TestEnforced(t *testing.T) {
 	}{
 		{"Ready", policy().Ready(metav1.ConditionTrue, quotav1alpha1.ReasonPolicyReady, "").Obj(), true},
 		{"not judged", policy().Obj(), false},
+		{"an edit not judged yet", func() *quotav1alpha1.ClaimCreationPolicy {
+			p := policy().Ready(metav1.ConditionTrue, quotav1alpha1.ReasonPolicyReady, "").Obj()
+			p.Generation++
+			return p
+		}(), true},
+		{"an edit not judged yet of a policy that was not Ready", func() *quotav1alpha1.ClaimCreationPolicy {
+			p := policy().Ready(metav1.ConditionFalse, quotav1alpha1.ReasonValidationFailed, "").Obj()
+			p.Generation++
+			return p
+		}(), false},
+		{"disabled, not judged yet", func() *quotav1alpha1.ClaimCreationPolicy {
+			p := policy().Ready(metav1.ConditionTrue, quotav1alpha1.ReasonPolicyReady, "").Obj()
+			p.Generation++
+			p.Spec.Disabled = true
+			return p
+		}(), false},
 		{"not Ready", policy().Ready(metav1.ConditionFalse, quotav1alpha1.ReasonPolicyDisabled, "").Obj(), false},
 		{"deleting", func() *quotav1alpha1.ClaimCreationPolicy {
 			p := policy().Ready(metav1.ConditionTrue, quotav1alpha1.ReasonPolicyReady, "").Obj()

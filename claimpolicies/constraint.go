@@ -3,6 +3,7 @@ package claimpolicies
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -16,11 +17,18 @@ import (
 // installed.
 var ConstraintGVK = schema.GroupVersionKind{Group: "constraints.gatekeeper.sh", Version: "v1beta1", Kind: "QuotaClaimPolicy"}
 
-// Enforced reports whether the manager keeps a constraint for p: it is Ready
-// for its current generation and not being deleted.
+// Enforced reports whether the manager keeps a constraint for p: not
+// disabled, not being deleted, and Ready, for its current generation or,
+// while the status controller has not judged an edit yet, for the one
+// before. An edit must not lift the policy for that moment: without its
+// constraint nothing is checked at admission and the observer stops
+// counting the policy's objects, so creates in the gap were free and an
+// object the edited policy no longer renders had nothing left to keep
+// counting. A generation not yet judged is in force (see the package
+// comment); a new policy waits for its first judgment.
 func Enforced(p *quotav1alpha1.ClaimCreationPolicy) bool {
-	return p.DeletionTimestamp == nil &&
-		quotav1alpha1.IsTrue(p.Status.Conditions, quotav1alpha1.ConditionReady, p.Generation)
+	ready := meta.FindStatusCondition(p.Status.Conditions, quotav1alpha1.ConditionReady)
+	return p.DeletionTimestamp == nil && !p.Spec.Disabled && ready != nil && ready.Status == metav1.ConditionTrue
 }
 
 // Constraint is the QuotaClaimPolicy constraint that enforces p: named

@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -279,9 +284,6 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	if err != nil {
 		return err
 	}
-	if len(violations) > 0 {
-		o.log.V(1).Info("constraints cannot count an object", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name, "violations", violations)
-	}
 	ledgerClaims := make([]ledger.Claim, len(claims))
 	for i, c := range claims {
 		ledgerClaims[i] = c.Claim
@@ -290,8 +292,28 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	if err != nil {
 		return fmt.Errorf("%s %s/%s: %w", it.gvk.Kind, it.namespace, it.name, err)
 	}
+	var keptViews []desiredView
+	if len(violations) > 0 {
+		o.mu.Lock()
+		before := o.tally.Amounts(it.ref())
+		o.mu.Unlock()
+		if before == nil {
+			// Not evaluated in this process yet (a restart): what the
+			// object counted is what its views claim, if it has any.
+			if before, keptViews, err = o.viewedAmounts(ctx, u.GetUID()); err != nil {
+				return err
+			}
+		}
+		amounts = keepCounting(before, amounts)
+		o.cannotCount(it, violations, before)
+	}
 	o.record(it, Object{UID: string(u.GetUID()), Generation: u.GetGeneration(), Namespace: it.namespace, Amounts: amounts})
-	if o.views != nil {
+	switch {
+	case len(violations) > 0 && keptViews != nil:
+		o.setViews(it.ref(), keptViews)
+	case len(violations) > 0:
+		// Its views say what it counts, which has not changed.
+	case o.views != nil:
 		obj := ViewedObject{
 			APIVersion: mapping.GroupVersionKind.GroupVersion().String(), Kind: mapping.GroupVersionKind.Kind,
 			Namespace: u.GetNamespace(), Name: u.GetName(), UID: string(u.GetUID()),
@@ -308,6 +330,57 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	o.mu.Unlock()
 	o.evaluated(it, at.policy)
 	return nil
+}
+
+// keepCounting is what an object counts when a constraint cannot count it
+// (a ClaimCreationPolicy edited so that it no longer renders for the
+// object, an amount that is no longer a number): at least what it counted
+// before in every bucket. That constraint's part is unknown, and counting
+// it as 0 would hand the tenant quota it still holds; admission denies the
+// object's creates and updates with the same message meanwhile. Another
+// constraint's part that shrank at the same evaluation is kept too, until
+// the object can be counted again: never less than the object uses.
+func keepCounting(before, now map[ledger.BucketKey]int64) map[ledger.BucketKey]int64 {
+	if len(before) == 0 {
+		return now
+	}
+	kept := maps.Clone(before)
+	for key, amount := range now {
+		kept[key] = max(kept[key], amount)
+	}
+	return kept
+}
+
+// cannotCount reports an object some constraint cannot count: on the
+// ClaimCreationPolicy the constraint enforces, or on the constraint.
+func (o *Observer) cannotCount(it item, violations []violation, kept map[ledger.BucketKey]int64) {
+	keeps := "it counts nothing"
+	if len(kept) > 0 {
+		var parts []string
+		for _, key := range slices.SortedFunc(maps.Keys(kept), compareKeys) {
+			parts = append(parts, fmt.Sprintf("%d of %s for %s %s", kept[key], key.ResourceType, key.Consumer.Kind, key.Consumer.Name))
+		}
+		keeps = "it keeps counting what it counted: " + strings.Join(parts, ", ")
+	}
+	o.log.Info("a constraint cannot count an object", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name,
+		"violations", len(violations), "first", violations[0].msg, "kept", keeps)
+	for _, v := range violations {
+		o.recorder.Eventf(reportedOn(v.constraint), nil, corev1.EventTypeWarning, ReasonCannotCount, "Observe",
+			"%s %s: %s; %s", it.gvk.Kind, client.ObjectKey{Namespace: it.namespace, Name: it.name}, v.msg, keeps)
+	}
+}
+
+// ReasonCannotCount is the reason of the Event cannotCount writes.
+const ReasonCannotCount = "CannotCount"
+
+// reportedOn is where a constraint's failure to count is reported: the
+// ClaimCreationPolicy whose constraint it is (its author reads that
+// policy, not the generated constraint), else the constraint itself.
+func reportedOn(c *unstructured.Unstructured) runtime.Object {
+	if ref := metav1.GetControllerOf(c); ref != nil && ref.Kind == "ClaimCreationPolicy" && ref.APIVersion == quotav1alpha1.GroupVersion.String() {
+		return &quotav1alpha1.ClaimCreationPolicy{ObjectMeta: metav1.ObjectMeta{Name: ref.Name, UID: ref.UID}}
+	}
+	return c
 }
 
 // stamp is what an object was evaluated from. Evaluating it again from the
@@ -340,22 +413,67 @@ func (o *Observer) processClaim(ctx context.Context, it item) error {
 	return nil
 }
 
+// viewedAmounts is what the views of the object uid claim, and those views
+// kept as they are.
+func (o *Observer) viewedAmounts(ctx context.Context, uid types.UID) (map[ledger.BucketKey]int64, []desiredView, error) {
+	if o.views == nil {
+		return nil, nil, nil
+	}
+	views := &quotav1alpha1.ResourceClaimList{}
+	if err := o.cache.List(ctx, views, client.MatchingFields{viewOwnerIndex: string(uid)}); err != nil {
+		return nil, nil, fmt.Errorf("the views of %s: %w", uid, err)
+	}
+	var amounts map[ledger.BucketKey]int64
+	kept := []desiredView{}
+	for i := range views.Items {
+		v := &views.Items[i]
+		a, err := Amounts([]ledger.Claim{claimOf(v)})
+		if err != nil {
+			continue
+		}
+		if amounts == nil {
+			amounts = map[ledger.BucketKey]int64{}
+		}
+		for key, n := range a {
+			amounts[key] += n
+		}
+		kept = append(kept, desiredView{claim: v, frozen: true})
+	}
+	return amounts, kept, nil
+}
+
+// viewOwnerIndex indexes views by the uid of the object they show.
+const viewOwnerIndex = "quotakeeper.view.resourceRef.uid"
+
+func indexViewOwner(obj client.Object) []string {
+	c, ok := obj.(*quotav1alpha1.ResourceClaim)
+	if !ok || !quotav1alpha1.IsView(c.Labels) || c.Spec.ResourceRef == nil {
+		return nil
+	}
+	return []string{c.Spec.ResourceRef.UID}
+}
+
 // ClaimAmounts is what a ResourceClaim counts: its requests when it is
 // Granted (for its current generation) and not a view, else nothing.
 func ClaimAmounts(c *quotav1alpha1.ResourceClaim) map[ledger.BucketKey]int64 {
 	if quotav1alpha1.IsView(c.Labels) || !quotav1alpha1.IsTrue(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation) {
 		return nil
 	}
+	amounts, err := Amounts([]ledger.Claim{claimOf(c)})
+	if err != nil {
+		return nil // the ledger refused such a claim: it holds nothing
+	}
+	return amounts
+}
+
+// claimOf is a ResourceClaim's requests as a ledger claim.
+func claimOf(c *quotav1alpha1.ResourceClaim) ledger.Claim {
 	consumer := ledgerconv.Consumer(c.Spec.ConsumerRef)
 	claim := ledger.Claim{ID: string(c.UID)}
 	for _, r := range c.Spec.Requests {
 		claim.Requests = append(claim.Requests, ledger.Request{Consumer: consumer, ResourceType: r.ResourceType, Amount: r.Amount, Dimensions: r.Dimensions})
 	}
-	amounts, err := Amounts([]ledger.Claim{claim})
-	if err != nil {
-		return nil // the ledger refused such a claim: it holds nothing
-	}
-	return amounts
+	return claim
 }
 
 func (o *Observer) record(it item, obj Object) {

@@ -218,6 +218,11 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 			return nil, fmt.Errorf("observer: ResourceClaim view client: %w", err)
 		}
 		o.views = newViewSet()
+		// An object a constraint can no longer count keeps counting what
+		// its views claim, after a restart too (processObject).
+		if err := mgr.GetFieldIndexer().IndexField(context.Background(), &quotav1alpha1.ResourceClaim{}, viewOwnerIndex, indexViewOwner); err != nil {
+			return nil, fmt.Errorf("observer: %w", err)
+		}
 	}
 	return o, nil
 }

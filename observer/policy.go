@@ -292,10 +292,10 @@ func constraintKinds(c *unstructured.Unstructured) (kinds []schema.GroupKind, ev
 
 // evaluate reviews obj as a CREATE of it, with the builtins in observe
 // mode, and returns the claims the constraints asked to reserve (with
-// their metadata) and the
-// messages of any violations (an object a constraint cannot count: it
-// counts nothing for that constraint).
-func (p *policy) evaluate(ctx context.Context, obj *unstructured.Unstructured, mapping *meta.RESTMapping, ns *corev1.Namespace) ([]builtins.RecordedClaim, []string, error) {
+// their metadata) and the violations: a constraint that cannot count the
+// object (an amount it cannot determine, a ClaimCreationPolicy that does
+// not render for it), which asked to reserve nothing for it.
+func (p *policy) evaluate(ctx context.Context, obj *unstructured.Unstructured, mapping *meta.RESTMapping, ns *corev1.Namespace) ([]builtins.RecordedClaim, []violation, error) {
 	raw, err := json.Marshal(obj.Object)
 	if err != nil {
 		return nil, nil, err
@@ -327,10 +327,16 @@ func (p *policy) evaluate(ctx context.Context, obj *unstructured.Unstructured, m
 	if err != nil {
 		return nil, nil, fmt.Errorf("review %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
-	var msgs []string
+	var violations []violation
 	for _, r := range resp.Results() {
-		msgs = append(msgs, r.Msg)
+		violations = append(violations, violation{constraint: r.Constraint, msg: r.Msg})
 	}
-	slices.Sort(msgs)
-	return rec.Claims, msgs, nil
+	slices.SortFunc(violations, func(a, b violation) int { return strings.Compare(a.msg, b.msg) })
+	return rec.Claims, violations, nil
+}
+
+// violation is a constraint that could not count an object, and why.
+type violation struct {
+	constraint *unstructured.Unstructured
+	msg        string
 }

@@ -202,6 +202,20 @@ func (t *Tally) Counted(key ledger.BucketKey, uid string) (ledger.CountedAt, boo
 	return c, ok
 }
 
+// Amounts is what the object under ref counts now, by bucket (nil when
+// the tally does not hold it).
+func (t *Tally) Amounts(ref string) map[ledger.BucketKey]int64 {
+	tr, ok := t.objects[ref]
+	if !ok {
+		return nil
+	}
+	amounts := make(map[ledger.BucketKey]int64, len(tr.buckets))
+	for _, key := range tr.buckets {
+		amounts[key] = t.buckets[key].members[tr.uid].amount
+	}
+	return amounts
+}
+
 // Seen reports at which generation the object uid was last evaluated.
 func (t *Tally) Seen(uid string) (generation int64, ok bool) {
 	g, ok := t.seen[uid]

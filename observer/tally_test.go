@@ -356,3 +356,26 @@ func TestShippedTemplatesAreQuotaTemplates(t *testing.T) {
 		t.Error("a template without lib.quota is recognised as a quota template")
 	}
 }
+
+// An object a constraint cannot count keeps at least what it counted in
+// every bucket, and what the constraints that can count it ask for more.
+func TestKeepCountingNeverCountsLess(t *testing.T) {
+	tally := NewTally()
+	tally.Set("cm/b", Object{UID: "b", Amounts: map[ledger.BucketKey]int64{teamA: 4, acme: 4}})
+	before := tally.Amounts("cm/b")
+	if want := map[ledger.BucketKey]int64{teamA: 4, acme: 4}; !maps.Equal(before, want) {
+		t.Fatalf("Amounts %v, want %v", before, want)
+	}
+	if got := tally.Amounts("cm/none"); got != nil {
+		t.Fatalf("Amounts of an object not held: %v, want nil", got)
+	}
+	// The claim policy counting teamA cannot render; another constraint
+	// now asks 6 of acme and 1 of teamB.
+	got := keepCounting(before, map[ledger.BucketKey]int64{acme: 6, teamB: 1})
+	if want := map[ledger.BucketKey]int64{teamA: 4, acme: 6, teamB: 1}; !maps.Equal(got, want) {
+		t.Fatalf("KeepCounting %v, want %v", got, want)
+	}
+	if got := keepCounting(nil, map[ledger.BucketKey]int64{teamB: 1}); !maps.Equal(got, map[ledger.BucketKey]int64{teamB: 1}) {
+		t.Fatalf("KeepCounting with nothing before: %v", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -450,4 +451,97 @@ func TestTwoConstraintsOnOneBucketReserveWhatIsCounted(t *testing.T) {
 	if live := liveUnits(t, ns); live != 6 {
 		t.Fatalf("the live ConfigMaps hold %d units, want 6", live)
 	}
+}
+
+// Case 4, continued. A ClaimCreationPolicy edited so that it no longer
+// renders for an existing object (its amount now reads an annotation b
+// lacks): b counted 0 from then on, and the namespace could take its
+// quota again. It keeps counting what it counted, admission denies what
+// cannot be rendered, and the policy reports the object in an Event.
+func TestAnObjectWhosePolicyNoLongerRendersKeepsCounting(t *testing.T) {
+	const ns, rt, policy = "e2e-ccp-norender", "e2e.quota/ccp-norender-bytes", "e2e-ccp-norender"
+	namespace(t, ns, nil)
+	registration(t, rt, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	grant(t, "bytes", consumer, rt, 10)
+	claimPolicy(t, builders.ClaimPolicy(policy, "v1", "ConfigMap",
+		quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.namespace }}"}).
+		Condition(`trigger.metadata.namespace == "`+ns+`"`).
+		Request(rt, intstr.FromString("{{ size(trigger.data.payload) }}")).Obj())
+	withPayload := func(name string, n int, copies string) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"payload": strings.Repeat("x", n)}}
+		if copies != "" {
+			cm.Annotations = map[string]string{"e2e.quota/copies": copies}
+		}
+		return cm
+	}
+	create(t, withPayload("a", 3, "2"))
+	create(t, withPayload("b", 4, ""))
+	waitBucket(t, consumer, rt, 7, 0)
+
+	// The platform team counts every copy: a now counts 6; b, which
+	// names no copies, cannot be rendered and keeps its 4.
+	const copies = `{{ size(trigger.data.payload) * int(trigger.metadata.annotations["e2e.quota/copies"]) }}`
+	p := &quotav1alpha1.ClaimCreationPolicy{}
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: policy}, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Target.ResourceClaimTemplate.Spec.Requests[0].Amount = intstr.FromString(copies)
+	if err := cluster.Client.Update(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	waitBucket(t, consumer, rt, 10, 0)
+	testenv.Eventually(t, time.Minute, "an event on the policy naming b", func() error {
+		var events eventsv1.EventList
+		if err := cluster.Client.List(context.Background(), &events); err != nil {
+			return err
+		}
+		want := fmt.Sprintf(`ConfigMap %s/b: quota: ClaimCreationPolicy %q: spec.target.resourceClaimTemplate.spec.requests[0].amount: Invalid value: %q: evaluation failed: no such key: annotations; it keeps counting what it counted: 4 of %s for Namespace %s`,
+			ns, policy, copies, rt, ns)
+		var seen []string
+		for _, e := range events.Items {
+			if e.Regarding.Kind != "ClaimCreationPolicy" || e.Regarding.Name != policy {
+				continue
+			}
+			if e.Type == corev1.EventTypeWarning && e.Reason == "CannotCount" && e.Note == want {
+				return nil
+			}
+			seen = append(seen, e.Reason+": "+e.Note)
+		}
+		return fmt.Errorf("events on the policy: %q\nwant %q", seen, want)
+	})
+	// Held for a while: b's 4 is not handed back.
+	time.Sleep(time.Second)
+	if st := bucket(t, consumer, rt); st.Allocated != 10 || st.Reserved != 0 {
+		t.Fatalf("allocated %d reserved %d, want 10 and 0", st.Allocated, st.Reserved)
+	}
+	err := cluster.Client.Create(context.Background(), withPayload("c", 1, "1"))
+	want := denial(policy, "quota exceeded for Namespace "+ns+": requested 1 of "+rt+", available 0 of 10 (allocated 10, reserved 0)"+seeEffective(ns, consumer, rt))
+	if !apierrors.IsForbidden(err) || err.Error() != want {
+		t.Fatalf("create c (1 byte, 1 copy) while b keeps its 4: %v\nwant %s", err, want)
+	}
+
+	// A manager restarted keeps b's 4 (its view says what it counted),
+	// once a's 6 is freed: 4, not 0.
+	cluster.Manager.Kill()
+	if err := cluster.Restart(context.Background(), cluster.Manager); err != nil {
+		t.Fatal(err)
+	}
+	// An update of b is charged in full (what b counted before is not
+	// known at admission): with a's 6 freed, b names its copies and
+	// renders again, and counts what it holds.
+	if err := cluster.Client.Delete(context.Background(), withPayload("a", 0, "")); err != nil {
+		t.Fatal(err)
+	}
+	waitBucket(t, consumer, rt, 4, 0)
+	b := &corev1.ConfigMap{}
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "b"}, b); err != nil {
+		t.Fatal(err)
+	}
+	b.Data["payload"] = "x"
+	b.Annotations = map[string]string{"e2e.quota/copies": "1"}
+	if err := cluster.Client.Update(context.Background(), b); err != nil {
+		t.Fatalf("give b its copies: %v", err)
+	}
+	waitBucket(t, consumer, rt, 1, 0)
 }

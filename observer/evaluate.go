@@ -267,6 +267,19 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 		}
 	}
 	at := stamp{object: u.GetResourceVersion(), policy: version, whole: whole}
+	if whole && stripped(u) && o.policy.mayCount(u, ns) {
+		// Cached as metadata while no constraint matched it; one does
+		// now (a new constraint, a relabelled namespace): read it whole.
+		u = &unstructured.Unstructured{}
+		u.SetGroupVersionKind(it.gvk)
+		err := o.live.Get(ctx, types.NamespacedName{Namespace: it.namespace, Name: it.name}, u)
+		if apierrors.IsNotFound(err) {
+			return nil // its delete event follows
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if ns != nil {
 		at.namespace = ns.ResourceVersion
 	}

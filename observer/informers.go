@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
@@ -88,7 +89,12 @@ func equalLabels(a, b map[string]string) bool {
 // inform adds a handler calling fn on every add, delete and update (those
 // that pass changed, when given) of obj's kind.
 func (o *Observer) inform(ctx context.Context, obj client.Object, fn func(client.Object), changed func(oldObj, newObj client.Object) bool) error {
-	inf, err := o.cache.GetInformer(ctx, obj)
+	return informFrom(ctx, o.cache, obj, fn, changed)
+}
+
+// informFrom is inform on the informers of from.
+func informFrom(ctx context.Context, from cache.Informers, obj client.Object, fn func(client.Object), changed func(oldObj, newObj client.Object) bool) error {
+	inf, err := from.GetInformer(ctx, obj)
 	if err != nil {
 		return err
 	}
@@ -163,13 +169,13 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error
 		obj.GetObjectKind().SetGroupVersionKind(mapping.GroupVersionKind)
 		gvk := mapping.GroupVersionKind
 		syncCtx, cancel := context.WithTimeout(ctx, informTimeout)
-		err = o.inform(syncCtx, obj, func(c client.Object) {
+		err = informFrom(syncCtx, o.objects, obj, func(c client.Object) {
 			o.event(item{kind: itemObject, gvk: gvk, namespace: c.GetNamespace(), name: c.GetName()})
 		}, nil)
 		cancel()
 		if err != nil {
 			// An informer that did not sync retries its list forever.
-			_ = o.cache.RemoveInformer(context.Background(), obj)
+			_ = o.objects.RemoveInformer(context.Background(), obj)
 			blindKinds[gk] = fmt.Errorf("watch %s: %w", gk, err)
 			continue
 		}
@@ -220,11 +226,11 @@ func (o *Observer) cachedObject(ctx context.Context, gvk schema.GroupVersionKind
 	if whole {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
-		return u, o.cache.Get(ctx, key, u)
+		return u, o.objects.Get(ctx, key, u)
 	}
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(gvk)
-	if err := o.cache.Get(ctx, key, m); err != nil {
+	if err := o.objects.Get(ctx, key, m); err != nil {
 		return nil, err
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
@@ -244,7 +250,7 @@ func (o *Observer) cachedNames(ctx context.Context, gvk schema.GroupVersionKind,
 		list = &unstructured.UnstructuredList{}
 	}
 	list.GetObjectKind().SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := o.cache.List(ctx, list, opts...); err != nil {
+	if err := o.objects.List(ctx, list, opts...); err != nil {
 		return nil, err
 	}
 	var out []types.NamespacedName
@@ -256,4 +262,41 @@ func (o *Observer) cachedNames(ctx context.Context, gvk schema.GroupVersionKind,
 		return err
 	})
 	return out, err
+}
+
+// uncounted is the transform of the informers of counted kinds. Managed
+// fields are dropped (no policy reads them), and so is everything but the
+// metadata of a namespaced object that no loaded constraint matches (its
+// namespace is in no constraint's scope): a tenant's large objects in a
+// namespace no quota covers cost the manager their metadata, not their
+// content. The decision is taken as the event arrives; an object stripped
+// under the constraints of then and matched under those of now is read
+// whole from the API server when it is evaluated (processObject).
+func (o *Observer) uncounted(obj any) (any, error) {
+	obj, err := cache.TransformStripManagedFields()(obj)
+	u, ok := obj.(*unstructured.Unstructured)
+	if err != nil || !ok || u.GetNamespace() == "" {
+		return obj, err
+	}
+	if o.policy.mayCount(u, o.cachedNamespace(context.Background(), u.GetNamespace())) {
+		return u, nil
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.Object["apiVersion"], "kind": u.Object["kind"], "metadata": u.Object["metadata"], strippedField: true,
+	}}, nil
+}
+
+// strippedField marks an object uncounted kept the metadata of only.
+const strippedField = "quotakeeper.miloapis.com/metadata-only"
+
+func stripped(u *unstructured.Unstructured) bool { return u.Object[strippedField] == true }
+
+// cachedNamespace is the namespace of that name from the cache; nil when
+// it is not there (yet).
+func (o *Observer) cachedNamespace(ctx context.Context, name string) *corev1.Namespace {
+	ns := &corev1.Namespace{}
+	if err := o.cache.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		return nil
+	}
+	return ns
 }

@@ -123,8 +123,13 @@ var claimGVK = quotav1alpha1.GroupVersion.WithKind("ResourceClaim")
 // Observer keeps every bucket's observed usage equal to the live objects
 // (package doc). It is a leader-only manager Runnable.
 type Observer struct {
-	opts     Options
-	cache    cache.Cache
+	opts  Options
+	cache cache.Cache
+	// objects is the cache of the kinds constraints match, the observer's
+	// own: its transform (uncounted) keeps only the metadata of an object
+	// no constraint matches, which no other reader of the manager's cache
+	// would expect.
+	objects  cache.Cache
 	client   client.Client // access reviews
 	live     client.Reader // expiry look-ups must not trust a lagging cache
 	mapper   meta.RESTMapper
@@ -200,6 +205,16 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		writing:  map[ledger.BucketKey]time.Time{},
 		versions: map[string]string{}, recounts: map[string]*recount{}, stamped: map[string]string{},
 	}
+	o.objects, err = cache.New(mgr.GetConfig(), cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultTransform: o.uncounted,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("observer: the cache of counted kinds: %w", err)
+	}
+	if err := mgr.Add(o.objects); err != nil {
+		return nil, fmt.Errorf("observer: %w", err)
+	}
 	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
 	// the same ones Gatekeeper holds, from this manager's cache.
 	o.claimPolicies = claimpolicies.NewSet()
@@ -245,6 +260,12 @@ func (o *Observer) Start(ctx context.Context) error {
 	defer o.writes.ShutDown()
 	defer o.viewQueue.ShutDown()
 
+	// The counted kinds' cache starts beside the observer (both after
+	// leader election); an informer got from it before it started would
+	// be handed out unsynced.
+	if !o.objects.WaitForCacheSync(ctx) {
+		return nil
+	}
 	if err := o.watchFixed(ctx); err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/open-policy-agent/frameworks/constraint/pkg/core/templates"
 	"github.com/open-policy-agent/gatekeeper/v3/apis"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/reader"
+	"github.com/open-policy-agent/gatekeeper/v3/pkg/mutation/match"
+	gktypes "github.com/open-policy-agent/gatekeeper/v3/pkg/mutation/types"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/target"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/util"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -27,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/counted"
@@ -54,6 +57,9 @@ type policy struct {
 	mu          sync.Mutex
 	templates   map[string]*templates.ConstraintTemplate // loaded, by template name
 	constraints map[schema.GroupKind]map[string]*unstructured.Unstructured
+	// matches: each loaded constraint's spec.match, parsed as Gatekeeper
+	// parses it (nil: it could not be, and may match anything).
+	matches map[string]*match.Match // by constraint kind/name
 }
 
 func newPolicy() (*policy, error) {
@@ -76,7 +82,7 @@ func newPolicy() (*policy, error) {
 		return nil, err
 	}
 	return &policy{client: c, scheme: scheme, templates: map[string]*templates.ConstraintTemplate{},
-		constraints: map[schema.GroupKind]map[string]*unstructured.Unstructured{}}, nil
+		constraints: map[schema.GroupKind]map[string]*unstructured.Unstructured{}, matches: map[string]*match.Match{}}, nil
 }
 
 // setTemplate loads (or replaces) a quota template and returns its
@@ -164,6 +170,7 @@ func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name st
 		}
 		p.mu.Lock()
 		delete(p.constraints[gk], name)
+		delete(p.matches, gk.Kind+"/"+name)
 		p.mu.Unlock()
 		p.version.Add(1)
 		return true, nil
@@ -179,9 +186,45 @@ func (p *policy) setConstraint(ctx context.Context, gk schema.GroupKind, name st
 		p.constraints[gk] = map[string]*unstructured.Unstructured{}
 	}
 	p.constraints[gk][name] = u.DeepCopy()
+	p.matches[gk.Kind+"/"+name] = parseMatch(u)
 	p.mu.Unlock()
 	p.version.Add(1)
 	return true, nil
+}
+
+// parseMatch is a constraint's spec.match as Gatekeeper's matcher reads it;
+// nil when it cannot be read (then it may match anything).
+func parseMatch(c *unstructured.Unstructured) *match.Match {
+	raw, found, err := unstructured.NestedMap(c.Object, "spec", "match")
+	m := &match.Match{}
+	if err != nil {
+		return nil
+	}
+	if found {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, m); err != nil {
+			return nil
+		}
+	}
+	return m
+}
+
+// mayCount reports whether a loaded constraint matches obj, in namespace ns
+// (nil: not known), with Gatekeeper's own matcher (the one its validation
+// target uses): when none does, obj counts nothing, and the observer need
+// not hold more of it than its metadata. A match that cannot be decided
+// may count.
+func (p *policy) mayCount(obj client.Object, ns *corev1.Namespace) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.matches {
+		if m == nil {
+			return true
+		}
+		if ok, err := match.Matches(m, &match.Matchable{Object: obj, Namespace: ns, Source: gktypes.SourceTypeOriginal}); ok || err != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // scaleKind is what Gatekeeper reviews for an update of a scale

@@ -33,6 +33,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/counted"
+	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 
 // Gatekeeper's kinds the observer reads.
@@ -88,7 +89,9 @@ func newPolicy() (*policy, error) {
 // setTemplate loads (or replaces) a quota template and returns its
 // constraint kind.
 func (p *policy) setTemplate(ctx context.Context, u *unstructured.Unstructured) (kind string, changed bool, err error) {
-	tmpl, err := reader.ToTemplate(p.scheme, u)
+	// A template's External Data twin is counted with the builtins linked
+	// into this process, as the template it is the twin of.
+	tmpl, err := reader.ToTemplate(p.scheme, quotarego.ForBuiltins(u))
 	if err != nil {
 		return "", false, err
 	}

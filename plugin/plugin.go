@@ -24,13 +24,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/builtinhost"
 	"github.com/quotakeeper/quotakeeper/builtins"
-	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/metrics"
@@ -53,9 +52,10 @@ func Install(scheme *runtime.Scheme) {
 }
 
 // AddToManager gives the builtins a ledger once the grant mirror has synced,
-// and the ClaimCreationPolicies once their informer has. Until then they
-// halt, so admission fails closed rather than deciding against limits
-// computed from grants not yet seen, or without a policy.
+// and the ClaimCreationPolicies once their informer has (package
+// builtinhost). Until then they halt, so admission fails closed rather than
+// deciding against limits computed from grants not yet seen, or without a
+// policy.
 //
 // It logs the plugin's version: Install runs in an init function, before
 // Gatekeeper has set its logger, so the line would be lost there.
@@ -82,52 +82,8 @@ func AddToManager(mgr manager.Manager) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &quotav1alpha1.QuotaBypass{}, cache.BlockUntilSynced(false)); err != nil {
 		return fmt.Errorf("quotakeeper: QuotaBypass informer: %w", err)
 	}
-	units := newRegistrationUnits()
-	if err := units.register(context.Background(), mgr.GetCache()); err != nil {
+	if err := builtinhost.Setup(mgr, l, m, settings.SystemNamespace); err != nil {
 		return fmt.Errorf("quotakeeper: %w", err)
 	}
-	builtins.UseUnits(units)
-	policies := claimpolicies.NewSet()
-	policies.SetSystemNamespace(settings.SystemNamespace)
-	if err := policies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
-		return fmt.Errorf("quotakeeper: %w", err)
-	}
-	// The constraints the manager has counted under (package counted):
-	// quota.reserve denies the others from the first request on.
-	record := &countedRecord{}
-	builtins.UseCountedPolicies(record)
-	informer, err := newCountedInformer(mgr, settings.SystemNamespace, record)
-	if err != nil {
-		return fmt.Errorf("quotakeeper: %w", err)
-	}
-	if err := mgr.Add(informer); err != nil {
-		return fmt.Errorf("quotakeeper: %w", err)
-	}
-	return mgr.Add(useWhenSynced{ledger: l, mirror: m, policies: policies})
-}
-
-// useWhenSynced hands the ledger and the policies to the builtins once
-// their informers have synced.
-type useWhenSynced struct {
-	ledger   *ledger.Ledger
-	mirror   *grants.Mirror
-	policies *claimpolicies.Set
-}
-
-func (u useWhenSynced) Start(ctx context.Context) error {
-	if err := grants.WaitForSync(ctx, u.mirror); err != nil {
-		return nil // shutting down before the mirror synced
-	}
-	builtins.Use(u.ledger)
-	defer builtins.Use(nil)
-	if !toolscache.WaitForCacheSync(ctx.Done(), u.policies.HasSynced) {
-		return nil // shutting down
-	}
-	builtins.UseClaimPolicies(u.policies)
-	defer builtins.UseClaimPolicies(nil)
-	<-ctx.Done()
 	return nil
 }
-
-// NeedLeaderElection is false: every replica answers admission requests.
-func (useWhenSynced) NeedLeaderElection() bool { return false }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	constraintclient "github.com/open-policy-agent/frameworks/constraint/pkg/client"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
@@ -29,6 +30,7 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 
 func TestMain(m *testing.M) {
@@ -59,7 +61,15 @@ func newHarness(t testing.TB, templateName string, params map[string]any) *harne
 	builtins.Use(h.ledger)
 	t.Cleanup(func() { builtins.Use(nil) })
 
-	driver, err := rego.New(rego.Externs("inventory"))
+	args := []rego.Arg{rego.Externs("inventory")}
+	file := templateName + "/template.yaml"
+	if throughExternalData(t) {
+		// The template's twin, on a driver with External Data as a stock
+		// Gatekeeper builds it, asking the provider over TLS.
+		args = append(args, externalDataArgs(t)...)
+		file = templateName + "/" + quotarego.ExternalDataFile
+	}
+	driver, err := rego.New(args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +81,7 @@ func newHarness(t testing.TB, templateName string, params map[string]any) *harne
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := readTemplate(t, templateName)
+	tmpl := readTemplateFile(t, file)
 	h.kind = tmpl.Spec.CRD.Spec.Names.Kind
 	if _, err := h.client.AddTemplate(h.ctx, tmpl); err != nil {
 		t.Fatalf("AddTemplate %s: %v", templateName, err)
@@ -82,11 +92,16 @@ func newHarness(t testing.TB, templateName string, params map[string]any) *harne
 
 func readTemplate(t testing.TB, name string) *templates.ConstraintTemplate {
 	t.Helper()
+	return readTemplateFile(t, name+"/template.yaml")
+}
+
+func readTemplateFile(t testing.TB, file string) *templates.ConstraintTemplate {
+	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := apis.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := reader.ReadTemplate(scheme, os.DirFS("../templates"), name+"/template.yaml")
+	tmpl, err := reader.ReadTemplate(scheme, os.DirFS("../templates"), file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,6 +200,12 @@ func (h *harness) review(r request) []string {
 // object alone, no request uid, no operation.
 func (h *harness) audit(obj map[string]any) []string {
 	h.t.Helper()
+	if throughExternalData(h.t) {
+		// The twins' reads without a request uid are keyed by the second
+		// (rego.ExternalDataLib): an audit sees what changed before the
+		// second it runs in.
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	}
 	resp, err := h.client.Review(h.ctx, target.AugmentedUnstructured{Object: unstructured.Unstructured{Object: obj}},
 		reviews.EnforcementPoint(util.AuditEnforcementPoint))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -20,7 +21,9 @@ func newGenerateCommand() *cobra.Command {
 		Short: "Write templates/<name>/template.yaml from the Rego sources in rego/",
 		Long: `Generate every ConstraintTemplate from rego/templates/<name> (skeleton.yaml and
 src.rego) and the lib.quota library (rego/lib/quota.rego), and write it to
-<dir>/<name>/template.yaml. With --check, write nothing and fail when any
+<dir>/<name>/template.yaml, and its stock-Gatekeeper twin (the same Rego
+calling quotakeeper's External Data provider) to
+<dir>/<name>/template-externaldata.yaml. With --check, write nothing and fail when any
 file differs from what would be written (for make verify).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,24 +54,36 @@ func Generate(dir string, check bool) ([]string, error) {
 	}
 	var stale []string
 	for _, t := range ts {
-		file := filepath.Join(dir, t.Name, "template.yaml")
-		old, err := os.ReadFile(file)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, err
-		}
-		if bytes.Equal(old, t.YAML) {
-			continue
-		}
-		stale = append(stale, file)
-		if check {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(file, t.YAML, 0o644); err != nil {
-			return nil, err
+		for name, content := range map[string][]byte{"template.yaml": t.YAML, rego.ExternalDataFile: t.ExternalData} {
+			file := filepath.Join(dir, t.Name, name)
+			differs, err := writeIfChanged(file, content, check)
+			if err != nil {
+				return nil, err
+			}
+			if differs {
+				stale = append(stale, file)
+			}
 		}
 	}
+	slices.Sort(stale)
 	return stale, nil
+}
+
+// writeIfChanged writes content to file unless it holds it already, or with
+// check only compares; it reports whether the file differed.
+func writeIfChanged(file string, content []byte, check bool) (bool, error) {
+	old, err := os.ReadFile(file)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	if bytes.Equal(old, content) {
+		return false, nil
+	}
+	if check {
+		return true, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return false, err
+	}
+	return true, os.WriteFile(file, content, 0o644)
 }

@@ -1,6 +1,8 @@
 // Command quotakeeper-manager runs quotakeeper's companion controllers and
 // the webhooks for its own kinds, in one leader-elected manager. The
-// admission side (the quota builtins) runs inside Gatekeeper.
+// admission side (the quota builtins) runs inside Gatekeeper, or, for a
+// stock Gatekeeper, here, behind the External Data provider
+// (--external-data-bind-address).
 package main
 
 import (
@@ -27,8 +29,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/builtinhost"
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/controllers"
+	"github.com/quotakeeper/quotakeeper/externaldata"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/metrics"
@@ -46,6 +50,9 @@ import (
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// With --external-data-bind-address the rotator keeps the CA bundle of
+// Gatekeeper's Provider object too.
+// +kubebuilder:rbac:groups=externaldata.gatekeeper.sh,resources=providers,verbs=get;list;watch;update;patch
 
 // The observer's reads: the quota templates and their constraints and the
 // namespaces (their labels name consumers). The kinds the constraints match
@@ -88,6 +95,10 @@ type flags struct {
 	observerWriteInterval   time.Duration
 	objectClaims            bool
 	objectClaimsQPS         float64
+	externalDataAddr        string
+	externalDataProvider    string
+	externalDataClientCA    string
+	externalDataDeadline    time.Duration
 }
 
 func parseFlags() flags {
@@ -118,6 +129,10 @@ func parseFlags() flags {
 	flag.DurationVar(&f.observerWriteInterval, "observer-write-interval", 250*time.Millisecond, "Least time between two writes of one bucket's observed usage.")
 	flag.BoolVar(&f.objectClaims, "object-claims", true, "Write one ResourceClaim per counted object and consumer whose claim asks for one (every QuotaClaimPolicy's; a QuotaEntity's or QuotaAllocation's with parameters.claimViews), labelled quota.miloapis.com/view=true, as a view of what it counts (deleting one frees nothing; the observer writes it again). Each costs two writes when its object is first counted.")
 	flag.Float64Var(&f.objectClaimsQPS, "object-claims-qps", 20, "Most ResourceClaim view writes per second (a client of their own: bucket writes never wait for them).")
+	flag.StringVar(&f.externalDataAddr, "external-data-bind-address", "", `Address the External Data provider listens on (HTTPS, with the webhook certificate), for a stock Gatekeeper running the templates' External Data twins; empty turns it off (docs/operations.md#stock-gatekeeper-external-data).`)
+	flag.StringVar(&f.externalDataProvider, "external-data-provider", "quotakeeper", "Name of Gatekeeper's Provider object for the External Data provider, whose CA bundle the certificate rotator keeps.")
+	flag.StringVar(&f.externalDataClientCA, "external-data-client-ca", "", "PEM file of the CA that signed Gatekeeper's certificate: when set, the provider answers only a client presenting a certificate it signed (mTLS; Gatekeeper presents its webhook certificate to providers).")
+	flag.DurationVar(&f.externalDataDeadline, "external-data-deadline", 4*time.Second, "Longest a quota.reserve call the provider answers waits for the ledger before it denies and undoes what it wrote; keep it below the Provider's spec.timeout.")
 	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -184,8 +199,20 @@ func run(f flags) error {
 	}); err != nil {
 		return err
 	}
-	if err := addObserver(mgr, f); err != nil {
+	// One ledger for the process: the observer writes usage through it and
+	// the External Data provider reserves through it.
+	l, m, err := grants.NewLedger(mgr, f.systemNamespace, ledger.WithReservationTTL(f.reservationTTL))
+	if err != nil {
+		return err
+	}
+	if err := addObserver(mgr, f, l, m); err != nil {
 		return fmt.Errorf("observer: %w", err)
+	}
+	if f.externalDataAddr != "" {
+		builtins.SetDeadline(f.externalDataDeadline)
+		if err := builtinhost.Setup(mgr, l, m, f.systemNamespace); err != nil {
+			return fmt.Errorf("external data provider: %w", err)
+		}
 	}
 
 	// The webhook server starts only once its certificate is on disk: it
@@ -201,10 +228,7 @@ func run(f flags) error {
 		DNSName:        fmt.Sprintf("%s.%s.svc", f.webhookService, f.webhookNamespace),
 		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", f.webhookService, f.webhookNamespace)},
 		IsReady:        certsReady,
-		Webhooks: []rotator.WebhookInfo{
-			{Name: f.validatingConfiguration, Type: rotator.Validating},
-			{Name: f.mutatingConfiguration, Type: rotator.Mutating},
-		},
+		Webhooks:       rotatedWebhooks(f),
 		// Every replica serves webhooks, so every replica needs the certificate.
 		RequireLeaderElection: false,
 	}); err != nil {
@@ -229,6 +253,12 @@ func run(f flags) error {
 		}
 		s := mgr.GetWebhookServer()
 		server.Store(&s)
+		if f.externalDataAddr != "" {
+			if err := mgr.Add(&externaldata.Server{Addr: f.externalDataAddr, CertDir: f.certDir, ClientCAFile: f.externalDataClientCA}); err != nil {
+				ctrl.Log.Error(err, "external data provider")
+				os.Exit(1)
+			}
+		}
 	}()
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -247,14 +277,23 @@ func run(f flags) error {
 	return mgr.Start(ctx)
 }
 
-// addObserver adds the observer (leader only) with a ledger of its own: it
-// writes only once that ledger's grant mirror has synced, since every write
-// recomputes the bucket's limit.
-func addObserver(mgr ctrl.Manager, f flags) error {
-	l, m, err := grants.NewLedger(mgr, f.systemNamespace, ledger.WithReservationTTL(f.reservationTTL))
-	if err != nil {
-		return err
+// rotatedWebhooks are the objects whose CA bundle the rotator keeps: the
+// webhook configurations, and the Provider when the provider is served.
+func rotatedWebhooks(f flags) []rotator.WebhookInfo {
+	out := []rotator.WebhookInfo{
+		{Name: f.validatingConfiguration, Type: rotator.Validating},
+		{Name: f.mutatingConfiguration, Type: rotator.Mutating},
 	}
+	if f.externalDataAddr != "" {
+		out = append(out, rotator.WebhookInfo{Name: f.externalDataProvider, Type: rotator.ExternalDataProvider})
+	}
+	return out
+}
+
+// addObserver adds the observer (leader only) writing through l: it writes
+// only once l's grant mirror m has synced, since every write recomputes
+// the bucket's limit.
+func addObserver(mgr ctrl.Manager, f flags, l *ledger.Ledger, m *grants.Mirror) error {
 	o, err := observer.New(mgr, observer.Options{
 		Writer: l, WriterSynced: m.HasSynced, SystemNamespace: f.systemNamespace,
 		Resync: f.observerResync, WriteInterval: f.observerWriteInterval,

@@ -382,6 +382,8 @@ violations(amount, old_amount) := set() if {
 } else := {config_violation(m)} if {
 	is_scale
 	m := scale_error
+} else := {undecided(m)} if {
+	m := selection_undecided
 } else := set() if {
 	not in_scope(obj)
 } else := admission_violations(requested(amount, scoped_old(old_amount)), update_total(amount)) if {
@@ -423,6 +425,15 @@ in_scope(o) if {
 } else if {
 	quota.selects(params.labelSelector, object.get(o, ["metadata", "labels"], {}))
 }
+
+# Why the selector could not be applied to the object or the one before an
+# UPDATE (see undecided); undefined when it could.
+selection_undecided := [r |
+	params.labelSelector
+	some o in [obj, old_obj]
+	r := quota.selects(params.labelSelector, object.get(o, ["metadata", "labels"], {}))
+	is_string(r)
+][0]
 
 # What the object before an UPDATE counted: nothing when it was out of scope.
 scoped_old(n) := n if {
@@ -506,7 +517,9 @@ growth_violations(requests, metadata) := set() if {
 	mode == "check"
 } else := set()
 
-decision_violations(d) := set() if {
+decision_violations(d) := {undecided(d)} if {
+	is_string(d)
+} else := set() if {
 	d.granted
 } else := vs if {
 	vs := {denial(r) | some r in d.requests; r.reason == "QuotaExceeded"}
@@ -518,9 +531,14 @@ check_violations(n) := requests_check_violations([request(s, n) | some s in scop
 # What quota.reserve would answer for requests, from quota.usage: the same
 # numbers and the same message as ledger.RequestDecision's, without holding
 # anything.
-requests_check_violations(requests) := {denial(r) |
+requests_check_violations(requests) := {v |
 	some q, n in bucket_amounts(requests)
-	u := quota.usage(q)
+	v := check_violation(q, n, quota.usage(q))
+}
+
+check_violation(q, n, u) := undecided(u) if {
+	is_string(u)
+} else := denial(r) if {
 	u.available < n
 	r := object.union(u, object.union(q, {"amount": n, "message": denied_message(n, q.resourceType, u)}))
 }
@@ -557,7 +575,12 @@ any_over_limit if {
 requests_audit_violations(requests) := {v |
 	not params.reportOverLimit == false
 	some q, _ in bucket_amounts(requests)
-	u := quota.usage(q)
+	v := audit_violation(q, quota.usage(q))
+}
+
+audit_violation(q, u) := undecided(u) if {
+	is_string(u)
+} else := v if {
 	u.allocated + u.reserved > u.limit
 	v := {
 		"msg": sprintf("%s is over its quota of %s: allocated %d, reserved %d, limit %d", [
@@ -670,6 +693,16 @@ dimension_suffix(dims) := "" if {
 
 config_violation(m) := {"msg": sprintf("quota: %s", [m]), "details": {}}
 
+# undecided(answer) is the denial when a builtin answered a string where a
+# decision, a usage, a selection or an amount was asked: the reason it could
+# not answer, in plain words. Only the stock-Gatekeeper form of the builtins
+# (lib.quotabuiltins, which asks quotakeeper's External Data provider)
+# answers so: a call that gets no answer must deny, and Rego has no halt, so
+# it answers the reason instead of leaving the call undefined, which would
+# leave the violation undefined and admit. The builtins linked into
+# Gatekeeper halt instead, and never answer a string here.
+undecided(answer) := {"msg": answer, "details": {}}
+
 uid_violation := {
 	"msg": sprintf("quota: cannot reserve for %s %q: metadata.uid is empty (the API server sets it before validating admission)", [object_ref.kind, object_ref.name]),
 	"details": {},
@@ -677,7 +710,9 @@ uid_violation := {
 
 amount_violation(n) := {"msg": sprintf("quota: cannot count %s %q: %s", [object_ref.kind, object_ref.name, amount_error(n)]), "details": {}}
 
-amount_error(n) := n.error if {
+amount_error(n) := n if {
+	is_string(n)
+} else := n.error if {
 	is_object(n)
 	n.error
 } else := sprintf("the amount must be a whole number, got %v", [n])
@@ -731,7 +766,9 @@ per_object(o, spec) := quota.quantity(v, unit(spec)) if {
 	spec.path
 } else := per_pod(quota.pod_resources(o), spec)
 
-per_pod(r, spec) := r if {
+per_pod(r, spec) := {"error": r} if {
+	is_string(r)
+} else := r if {
 	r.error
 } else := quota.quantity(q, unit(spec)) if {
 	q := r[object.get(spec, "from", "requests")][spec.resource]

@@ -87,6 +87,13 @@ violation contains quotalib.config_violation(r.error) if {
 	r.error
 }
 
+# The policy could not be asked (the stock-Gatekeeper form of the builtins
+# answers the reason as a string: lib.quota's undecided).
+violation contains quotalib.undecided(r) if {
+	some r in renders
+	is_string(r)
+}
+
 violation contains v if {
 	rendered.applies
 	some v in quotalib.claim_violations(rendered.claim.requests, rendered.claim.metadata)

@@ -1,4 +1,4 @@
-package plugin
+package builtinhost
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 	"github.com/quotakeeper/quotakeeper/counted"
 )
 
-// countedRecord is the builtins' CountedPolicies inside Gatekeeper: the
+// countedRecord is the builtins' CountedPolicies: the
 // record the manager's observer publishes (package counted), from an
-// informer on that one ConfigMap, so that Gatekeeper watches no other
+// informer on that one ConfigMap, so that the process watches no other
 // ConfigMap for it. Until the informer has the record, nothing is counted
 // and quota.reserve denies: failing closed, for the milliseconds of a
 // start.

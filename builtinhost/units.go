@@ -1,4 +1,4 @@
-package plugin
+package builtinhost
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/quotakeeper/quotakeeper/builtins"
 )
 
-// registrationUnits is the builtins' UnitSource inside Gatekeeper: each
-// resource type's units, from the ResourceRegistration informer of
-// Gatekeeper's cache, kept in a map so that an admission request never
+// registrationUnits is the builtins' UnitSource: each
+// resource type's units, from the ResourceRegistration informer of the
+// hosting process's cache, kept in a map so that an admission request never
 // waits on the cache. Units only change how a denial shows its numbers,
 // never a decision, so nothing waits for this informer to sync.
 type registrationUnits struct {

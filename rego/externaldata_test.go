@@ -1,0 +1,140 @@
+package rego_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/pem"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/frameworks/constraint/pkg/apis/externaldata/unversioned"
+	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
+	frameworks "github.com/open-policy-agent/frameworks/constraint/pkg/externaldata"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/externaldata"
+	"github.com/quotakeeper/quotakeeper/ledger"
+	quotarego "github.com/quotakeeper/quotakeeper/rego"
+)
+
+// The template tests run again on the templates' External Data twins: a
+// frameworks driver with External Data and Gatekeeper's response cache (as
+// a stock Gatekeeper v3.23.1 builds it), calling quotakeeper's provider
+// handler over TLS, which answers with the builtins over the same memory
+// ledger. Every message they assert must come out the same: the twins
+// decide and word denials exactly as the builtins linked into Gatekeeper.
+// Left out: TestFailsClosed (it asserts the builtins' halts, which the twin
+// words as TestExternalDataProviderDownDenies does) and the claim-policy
+// tests, whose policies the harness hands the builtins directly.
+func TestTemplatesThroughExternalData(t *testing.T) {
+	tests := []struct {
+		name string
+		test func(*testing.T)
+	}{
+		{"EntityAllowsUpToTheLimitAndDeniesPastIt", TestEntityAllowsUpToTheLimitAndDeniesPastIt},
+		{"EntityRepeatedRequestReservesOnce", TestEntityRepeatedRequestReservesOnce},
+		{"EntityDryRunAuditAndUIDlessReviewsNeverReserve", TestEntityDryRunAuditAndUIDlessReviewsNeverReserve},
+		{"EntityUpdatesAndDeletesReserveNothing", TestEntityUpdatesAndDeletesReserveNothing},
+		{"EntitySharedQuotaAcrossNamespacesWithTheSameLabel", TestEntitySharedQuotaAcrossNamespacesWithTheSameLabel},
+		{"EntityProjectAndOrganizationCapsTheSmallerWins", TestEntityProjectAndOrganizationCapsTheSmallerWins},
+		{"EntityReadsTheNamespaceObjectGatekeeperAttaches", TestEntityReadsTheNamespaceObjectGatekeeperAttaches},
+		{"AuditReportsBucketsOverTheirLimit", TestAuditReportsBucketsOverTheirLimit},
+		{"AllocationCountsReplicasTimesRequestsInMillicores", TestAllocationCountsReplicasTimesRequestsInMillicores},
+		{"AllocationUpdateReservesOnlyTheGrowth", TestAllocationUpdateReservesOnlyTheGrowth},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			viaExternalData.Store(t, true)
+			t.Cleanup(func() { viaExternalData.Delete(t) })
+			tc.test(t)
+		})
+	}
+}
+
+// A provider that does not answer denies, in plain words, and reserves
+// nothing: never the silent allow of an unchecked system_error.
+func TestExternalDataProviderDownDenies(t *testing.T) {
+	viaExternalData.Store(t, true)
+	t.Cleanup(func() { viaExternalData.Delete(t) })
+	h := newHarness(t, "quotaentity", perNamespace)
+	h.grant("g", teamA, "core/configmaps", 3)
+	assertMessages(t, "provider up", h.review(request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")}))
+	stopProvider(t)
+	got := h.review(request{op: create, uid: "req-2", obj: configMap("team-a", "cm2")})
+	const prefix = "quota cannot decide: quotakeeper's External Data provider did not answer (failed to send external data request: "
+	const suffix = "); the request is denied until it does (see docs/troubleshooting.md)"
+	if len(got) != 1 || !strings.HasPrefix(got[0], prefix) || !strings.HasSuffix(got[0], suffix) {
+		t.Errorf("provider down: violations %q, want one %q...%q", got, prefix, suffix)
+	}
+	// A dry run, which asks quota.usage, is denied alike.
+	got = h.review(request{op: create, uid: "req-3", obj: configMap("team-a", "cm3"), dryRun: true})
+	if len(got) != 1 || !strings.HasPrefix(got[0], prefix) {
+		t.Errorf("provider down, dry run: violations %q, want one %q...", got, prefix)
+	}
+	assertUsage(t, h, teamA, "core/configmaps", ledger.Usage{Limit: 3, Reserved: 1, Available: 2})
+}
+
+// An error the provider answers (here: no ledger yet) is the denial's reason.
+func TestExternalDataProviderErrorDenies(t *testing.T) {
+	viaExternalData.Store(t, true)
+	t.Cleanup(func() { viaExternalData.Delete(t) })
+	h := newHarness(t, "quotaentity", perNamespace)
+	builtins.Use(nil)
+	assertMessages(t, "provider not ready", h.review(request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")}),
+		"quota cannot decide: quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md)")
+}
+
+// viaExternalData holds the tests (their *testing.T) whose harness runs
+// the twins.
+var viaExternalData sync.Map
+
+func throughExternalData(t testing.TB) bool {
+	_, ok := viaExternalData.Load(t)
+	return ok
+}
+
+// providers are the running test providers, by test, for stopProvider.
+var providers sync.Map
+
+// externalDataArgs starts the provider for t and returns the driver
+// arguments that reach it: a Provider "quotakeeper" with its URL and CA
+// bundle, a 3-minute response cache as Gatekeeper's default.
+func externalDataArgs(t testing.TB) []rego.Arg {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(externaldata.Handler{})
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	providers.Store(t, srv)
+	t.Cleanup(func() { providers.Delete(t) })
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	cache := frameworks.NewCache()
+	if err := cache.Upsert(&unversioned.Provider{
+		ObjectMeta: metav1.ObjectMeta{Name: quotarego.ExternalDataProvider},
+		Spec: unversioned.ProviderSpec{
+			URL:      srv.URL + externaldata.Path,
+			Timeout:  5,
+			CABundle: base64.StdEncoding.EncodeToString(ca),
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return []rego.Arg{
+		rego.AddExternalDataProviderCache(cache),
+		rego.AddExternalDataProviderResponseCache(frameworks.NewProviderResponseCache(ctx, 3*time.Minute)),
+	}
+}
+
+func stopProvider(t testing.TB) {
+	t.Helper()
+	srv, ok := providers.Load(t)
+	if !ok {
+		t.Fatal("no provider runs for this test")
+	}
+	srv.(*httptest.Server).Close()
+}

@@ -142,6 +142,9 @@ func (c *Cluster) renderChart() (Rendered, error) {
 		return nil, err
 	}
 	var args []string
+	if c.opts.ExternalData {
+		args = append(args, "--set", "admission=externalData")
+	}
 	if c.opts.ReservationTTL != 0 {
 		args = append(args, "--set", "reservationTTL="+c.opts.ReservationTTL.String())
 	}
@@ -158,7 +161,7 @@ func (c *Cluster) helm() (string, error) {
 
 // bedManagerFlags are the chart's manager flags the bed sets itself: where
 // a process on this machine listens and finds its certificate.
-var bedManagerFlags = []string{"--webhook-port", "--cert-dir"}
+var bedManagerFlags = []string{"--webhook-port", "--cert-dir", "--external-data-bind-address"}
 
 // managerArgs are the flags of the chart's manager Deployment, less
 // bedManagerFlags.
@@ -214,6 +217,10 @@ func (c *Cluster) renderGatekeeperChart(moduleDir string) (Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
+	values := "values.yaml"
+	if c.opts.ExternalData {
+		values = "values-external-data.yaml"
+	}
 	return RenderChart(helm, filepath.Join(moduleDir, "charts", "gatekeeper"), "gatekeeper", GatekeeperNamespace,
-		"--kube-version", server.GitVersion, "-f", filepath.Join(root, "config", "gatekeeper", "values.yaml"))
+		"--kube-version", server.GitVersion, "-f", filepath.Join(root, "config", "gatekeeper", values))
 }

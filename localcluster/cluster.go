@@ -41,8 +41,16 @@ const GatekeeperNamespace = "gatekeeper-system"
 type Options struct {
 	// Dir holds certificates, kubeconfig and logs; it must exist.
 	Dir string
-	// Gatekeeper is the path of the Gatekeeper binary built with our plugin.
+	// Gatekeeper is the path of the Gatekeeper binary: built with our
+	// plugin, or with ExternalData Gatekeeper's own build
+	// (StockGatekeeperBinary).
 	Gatekeeper string
+	// ExternalData runs the second admission mode: a stock Gatekeeper
+	// running the templates' External Data twins, which ask the manager's
+	// provider (externaldata.go). The chart is rendered with
+	// admission=externalData and Gatekeeper's with
+	// config/gatekeeper/values-external-data.yaml.
+	ExternalData bool
 	// GatekeeperReplicas behind the load balancer; at least 1.
 	GatekeeperReplicas int
 	// Manager is the path of the quotakeeper manager binary; empty runs none.
@@ -103,6 +111,9 @@ type Cluster struct {
 	balancer *Balancer
 	// etcd and apiserver are envtest's processes once adopted (controlplane.go).
 	etcd, apiserver *Process
+	// externalDataPort is where the manager's External Data provider
+	// listens (Options.ExternalData).
+	externalDataPort int
 }
 
 // Start brings the cluster up. On error, everything started is stopped.
@@ -192,6 +203,12 @@ func (c *Cluster) start(ctx context.Context, gkDir string) error {
 	}
 	if err := c.WaitAggregated(ctx); err != nil {
 		return err
+	}
+	if c.opts.ExternalData {
+		// Before Gatekeeper starts, so that its readiness includes it.
+		if err := c.installProvider(ctx); err != nil {
+			return err
+		}
 	}
 	if err := c.startGatekeepers(ctx); err != nil {
 		return err
@@ -323,9 +340,11 @@ func (c *Cluster) startGatekeepers(ctx context.Context) error {
 	if c.GatekeeperKubeconfig, err = c.writeServiceAccountKubeconfig(ctx, "gatekeeper.kubeconfig", GatekeeperServiceAccount); err != nil {
 		return err
 	}
-	settings, err := c.writePluginSettings(ctx)
-	if err != nil {
-		return err
+	var settings string
+	if !c.opts.ExternalData {
+		if settings, err = c.writePluginSettings(ctx); err != nil {
+			return err
+		}
 	}
 	var backends []string
 	for i := range c.opts.GatekeeperReplicas {
@@ -380,7 +399,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int, settings string)
 	// simply stays Pending.
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: GatekeeperNamespace},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: "local/gatekeeper-quotakeeper"}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "manager", Image: c.gatekeeperImage()}}},
 	}
 	if err := c.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, "", err
@@ -429,8 +448,7 @@ func (c *Cluster) gatekeeperProcess(ctx context.Context, i int, settings string)
 			// sees a batch and throughput is two writes' worth (measured:
 			// 34 creates/s against 532 for in-tree ResourceQuota).
 			"--max-serving-threads=" + fmt.Sprint(GatekeeperServingThreads),
-			"--quota-settings=" + settings,
-		}, operations...), c.opts.GatekeeperArgs...),
+		}, append(pluginFlags(settings), operations...)...), c.opts.GatekeeperArgs...),
 		Env:     []string{"POD_NAMESPACE=" + GatekeeperNamespace, "POD_NAME=" + name},
 		LogPath: filepath.Join(c.opts.Dir, name+".log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),
@@ -508,6 +526,7 @@ func (c *Cluster) startManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	args = append(args, c.externalDataManagerFlags()...)
 	args = append(args,
 		"--kubeconfig="+c.ManagerKubeconfig,
 		"--health-probe-bind-address=127.0.0.1:"+fmt.Sprint(health),
@@ -529,6 +548,15 @@ func (c *Cluster) startManager(ctx context.Context) error {
 		return err
 	}
 	return c.webhooks.Install(c.Config)
+}
+
+// pluginFlags are the flags of Gatekeeper built with the plugin: where its
+// settings are (none for a stock Gatekeeper, which has no such flag).
+func pluginFlags(settings string) []string {
+	if settings == "" {
+		return nil
+	}
+	return []string{"--quota-settings=" + settings}
 }
 
 // GatekeeperServingThreads is Gatekeeper's --max-serving-threads here and

@@ -1,6 +1,8 @@
 // Command quotakeeper-local is `make run`: it brings up a local control plane
 // (etcd and kube-apiserver from bin/testbin), Gatekeeper built with the
-// quotakeeper plugin, and the quotakeeper manager, installs the templates
+// quotakeeper plugin (or, with --stock, `make run GATEKEEPER=stock`, a stock
+// Gatekeeper and the templates' External Data twins), and the quotakeeper
+// manager, installs the templates
 // under templates/ and the examples under config/samples, prints where the kubeconfig is, and keeps
 // printing a live usage table until interrupted.
 package main
@@ -33,7 +35,8 @@ func main() {
 		os.Exit(1)
 	}
 	dir := flag.String("dir", filepath.Join(root, "_output", "local"), "directory for the kubeconfig, certificates and logs")
-	gatekeeper := flag.String("gatekeeper", filepath.Join(root, "bin", "gatekeeper"), "Gatekeeper binary built with the plugin (make gatekeeper)")
+	gatekeeper := flag.String("gatekeeper", filepath.Join(root, "bin", "gatekeeper"), "Gatekeeper binary: built with the plugin (make gatekeeper), or with --stock Gatekeeper's own build (make gatekeeper-stock)")
+	stock := flag.Bool("stock", false, "run the second admission mode: a stock Gatekeeper (--gatekeeper) running the templates' External Data twins, which ask the manager's provider")
 	manager := flag.String("manager", filepath.Join(root, "bin", "quotakeeper-manager"), "quotakeeper manager binary")
 	replicas := flag.Int("gatekeeper-replicas", 1, "Gatekeeper processes behind the webhook load balancer")
 	samples := flag.String("samples", filepath.Join(root, "config", "samples"), "example objects to apply")
@@ -47,20 +50,24 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *dir, *gatekeeper, *manager, *replicas, *samples, *interval); err != nil {
+	opts := localcluster.Options{Dir: *dir, Gatekeeper: *gatekeeper, GatekeeperReplicas: *replicas, Manager: *manager, ExternalData: *stock}
+	if err := run(ctx, opts, *samples, *interval); err != nil {
 		fmt.Fprintln(os.Stderr, "quotakeeper-local:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir, gatekeeper, manager string, replicas int, samples string, interval time.Duration) error {
+func run(ctx context.Context, opts localcluster.Options, samples string, interval time.Duration) error {
+	dir := opts.Dir
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	fmt.Println("starting etcd, kube-apiserver, Gatekeeper and the quotakeeper manager ...")
-	c, err := localcluster.Start(ctx, localcluster.Options{
-		Dir: dir, Gatekeeper: gatekeeper, GatekeeperReplicas: replicas, Manager: manager,
-	})
+	mode := "Gatekeeper with the quotakeeper plugin"
+	if opts.ExternalData {
+		mode = "stock Gatekeeper (quota through External Data)"
+	}
+	fmt.Printf("starting etcd, kube-apiserver, %s and the quotakeeper manager ...\n", mode)
+	c, err := localcluster.Start(ctx, opts)
 	if err != nil {
 		return err
 	}

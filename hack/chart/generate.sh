@@ -7,6 +7,8 @@
 #   files/webhook.yaml        `kubectl kustomize config/webhook`
 #   files/gatekeeper/         config/gatekeeper/rbac.yaml and syncset.yaml
 #   files/constrainttemplates templates/<name>/template.yaml as <name>.yaml
+#   files/constrainttemplates-externaldata
+#                             templates/<name>/template-externaldata.yaml as <name>.yaml
 #   files/samples/            config/samples, less 30-syncset.yaml (the
 #                             chart renders the SyncSet itself)
 # The chart's templates read files/ with .Files.Get, which does not expand
@@ -16,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 chart=charts/quotakeeper
 rm -rf "$chart/crds" "$chart/files"
-mkdir -p "$chart/crds" "$chart/files/gatekeeper" "$chart/files/constrainttemplates" "$chart/files/samples"
+mkdir -p "$chart/crds" "$chart/files/gatekeeper" "$chart/files/constrainttemplates" "$chart/files/constrainttemplates-externaldata" "$chart/files/samples"
 cp config/crd/quota.miloapis.com_*.yaml "$chart/crds/"
 kubectl kustomize config/rbac > "$chart/files/rbac.yaml"
 kubectl kustomize config/webhook > "$chart/files/webhook.yaml"
@@ -24,6 +26,7 @@ cp config/gatekeeper/rbac.yaml config/gatekeeper/syncset.yaml "$chart/files/gate
 for t in templates/*/template.yaml; do
 	name=$(basename "$(dirname "$t")")
 	cp "$t" "$chart/files/constrainttemplates/$name.yaml"
+	cp "$(dirname "$t")/template-externaldata.yaml" "$chart/files/constrainttemplates-externaldata/$name.yaml"
 done
 for s in config/samples/*.yaml; do
 	[ "$(basename "$s")" = 30-syncset.yaml ] || cp "$s" "$chart/files/samples/"

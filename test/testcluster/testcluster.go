@@ -18,7 +18,8 @@ import (
 )
 
 // Main is a TestMain body: it skips the suite in -short mode, starts the
-// cluster opts describe (Dir, Gatekeeper and Manager are filled in) into
+// cluster opts describe (Dir, Gatekeeper and Manager are filled in: the
+// stock Gatekeeper for opts.ExternalData) into
 // *cluster, runs the tests and stops the cluster. It returns the exit code.
 // The process logs stay in a directory named after suite when a test fails.
 func Main(m *testing.M, suite string, opts localcluster.Options, cluster **localcluster.Cluster) int {
@@ -28,7 +29,18 @@ func Main(m *testing.M, suite string, opts localcluster.Options, cluster **local
 		return 0
 	}
 	root := testenv.RepoRoot()
-	bins := map[string]string{"gatekeeper": "make gatekeeper", "quotakeeper-manager": "make manager"}
+	bins := map[string]string{"quotakeeper-manager": "make manager"}
+	opts.Gatekeeper = filepath.Join(root, "bin", "gatekeeper")
+	if opts.ExternalData {
+		stock, err := localcluster.StockGatekeeperBinary()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		opts.Gatekeeper = stock
+	} else {
+		bins["gatekeeper"] = "make gatekeeper"
+	}
 	for bin, how := range bins {
 		if _, err := os.Stat(filepath.Join(root, "bin", bin)); err != nil {
 			fmt.Fprintf(os.Stderr, "bin/%s missing: run '%s' (make test builds it)\n", bin, how)
@@ -41,7 +53,6 @@ func Main(m *testing.M, suite string, opts localcluster.Options, cluster **local
 		return 1
 	}
 	opts.Dir = dir
-	opts.Gatekeeper = filepath.Join(root, "bin", "gatekeeper")
 	opts.Manager = filepath.Join(root, "bin", "quotakeeper-manager")
 	ctx := context.Background()
 	c, err := localcluster.Start(ctx, opts)

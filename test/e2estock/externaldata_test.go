@@ -2,20 +2,31 @@ package e2estock_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/open-policy-agent/frameworks/constraint/pkg/apis/externaldata/unversioned"
+	frameworks "github.com/open-policy-agent/frameworks/constraint/pkg/externaldata"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/counted"
+	"github.com/quotakeeper/quotakeeper/externaldata"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	quotarego "github.com/quotakeeper/quotakeeper/rego"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -214,4 +225,104 @@ func waitExact(t *testing.T, ns string, consumer quotav1alpha1.ConsumerRef, rt s
 		}
 		return nil
 	})
+}
+
+// The provider answers a quota.reserve within Gatekeeper's timeout for it
+// (the Provider's spec.timeout, 5 s): 200 reservations, 4 at a time, on a
+// real bucket, as Gatekeeper sends them (the frameworks' client, TLS with
+// the Provider's CA bundle). It logs the latencies; their p99 is the
+// figure docs/operations.md quotes.
+func TestProviderAnswersWithinItsTimeout(t *testing.T) {
+	const ns, rt, name = "stock-latency", "e2e.quota/stock-latency-configmaps", "stock-latency"
+	const calls, concurrency = 200, 4
+	consumer := setUp(t, ns, rt, name, calls)
+	ctx := context.Background()
+	provider := installedProvider(t)
+	version := policyVersion(t, name)
+
+	latencies := make([]time.Duration, calls)
+	errs := make(chan error, calls)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range concurrency {
+		wg.Go(func() {
+			for i := range next {
+				uid := fmt.Sprintf("latency-%d", i)
+				claim := map[string]any{
+					"id":            uid,
+					"object":        map[string]any{"apiGroup": "", "kind": "ConfigMap", "namespace": ns, "name": uid, "uid": uid},
+					"requests":      []any{map[string]any{"consumer": map[string]any{"apiGroup": "", "kind": "Namespace", "name": ns, "namespace": ""}, "resourceType": rt, "amount": 1, "dimensions": map[string]any{}}},
+					"policyVersion": version,
+				}
+				key, err := json.Marshal(externaldata.Key{Builtin: "quota.reserve", Args: []any{claim}, Request: "req-" + uid})
+				if err != nil {
+					errs <- err
+					continue
+				}
+				start := time.Now()
+				resp, _, err := frameworks.DefaultSendRequestToProvider(ctx, provider, []string{string(key)}, nil)
+				latencies[i] = time.Since(start)
+				switch {
+				case err != nil:
+					errs <- err
+				case len(resp.Response.Items) != 1 || resp.Response.Items[0].Error != "":
+					errs <- fmt.Errorf("call %d: %+v", i, resp.Response)
+				default:
+					if d, _ := resp.Response.Items[0].Value.(map[string]any); d["granted"] != true {
+						errs <- fmt.Errorf("call %d not granted: %v", i, d)
+					}
+				}
+			}
+		})
+	}
+	for i := range calls {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	slices.Sort(latencies)
+	p50, p99, maxL := latencies[calls/2], latencies[calls*99/100-1], latencies[calls-1]
+	t.Logf("provider quota.reserve latency over %d calls, %d at a time: p50 %s, p99 %s, max %s", calls, concurrency, p50, p99, maxL)
+	if timeout := time.Duration(provider.Spec.Timeout) * time.Second; p99 >= timeout {
+		t.Errorf("p99 %s is not within the Provider's timeout %s", p99, timeout)
+	}
+	if st := bucket(t, consumer, rt); st.Reserved != calls {
+		t.Errorf("reserved %d after %d granted reservations", st.Reserved, calls)
+	}
+}
+
+// installedProvider is Gatekeeper's Provider of the quotakeeper provider,
+// as installed (read unstructured: the client's scheme lacks the kind).
+func installedProvider(t *testing.T) *unversioned.Provider {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: "externaldata.gatekeeper.sh", Version: "v1beta1", Kind: "Provider"})
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: quotarego.ExternalDataProvider}, u); err != nil {
+		t.Fatal(err)
+	}
+	p := &unversioned.Provider{ObjectMeta: metav1.ObjectMeta{Name: u.GetName()}}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object["spec"].(map[string]any), &p.Spec); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// policyVersion is the version the manager stamped into the constraint's
+// parameters, which a claim carries (package counted).
+func policyVersion(t *testing.T, name string) string {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: "constraints.gatekeeper.sh", Version: "v1beta1", Kind: "QuotaEntity"})
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: name}, u); err != nil {
+		t.Fatal(err)
+	}
+	v, _, _ := unstructured.NestedString(u.Object, "spec", "parameters", counted.Field)
+	if v == "" {
+		t.Fatalf("constraint %s has no parameters.%s", name, counted.Field)
+	}
+	return v
 }

@@ -90,11 +90,6 @@ func newHarness(t testing.TB, templateName string, params map[string]any) *harne
 	return h
 }
 
-func readTemplate(t testing.TB, name string) *templates.ConstraintTemplate {
-	t.Helper()
-	return readTemplateFile(t, name+"/template.yaml")
-}
-
 func readTemplateFile(t testing.TB, file string) *templates.ConstraintTemplate {
 	t.Helper()
 	scheme := runtime.NewScheme()

@@ -27,6 +27,8 @@ import (
 // handler over TLS, which answers with the builtins over the same memory
 // ledger. Every message they assert must come out the same: the twins
 // decide and word denials exactly as the builtins linked into Gatekeeper.
+// And once more on the twins as the manager's observer loads them
+// (rego.ForBuiltins: lib.quotabuiltins calling the builtins themselves).
 // Left out: TestFailsClosed (it asserts the builtins' halts, which the twin
 // words as TestExternalDataProviderDownDenies does) and the claim-policy
 // tests, whose policies the harness hands the builtins directly.
@@ -46,20 +48,20 @@ func TestTemplatesThroughExternalData(t *testing.T) {
 		{"AllocationCountsReplicasTimesRequestsInMillicores", TestAllocationCountsReplicasTimesRequestsInMillicores},
 		{"AllocationUpdateReservesOnlyTheGrowth", TestAllocationUpdateReservesOnlyTheGrowth},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			viaExternalData.Store(t, true)
-			t.Cleanup(func() { viaExternalData.Delete(t) })
-			tc.test(t)
-		})
+	for _, m := range []harnessMode{twinThroughProvider, twinWithBuiltins} {
+		for _, tc := range tests {
+			t.Run(string(m)+"/"+tc.name, func(t *testing.T) {
+				setMode(t, m)
+				tc.test(t)
+			})
+		}
 	}
 }
 
 // A provider that does not answer denies, in plain words, and reserves
 // nothing: never the silent allow of an unchecked system_error.
 func TestExternalDataProviderDownDenies(t *testing.T) {
-	viaExternalData.Store(t, true)
-	t.Cleanup(func() { viaExternalData.Delete(t) })
+	setMode(t, twinThroughProvider)
 	h := newHarness(t, "quotaentity", perNamespace)
 	h.grant("g", teamA, "core/configmaps", 3)
 	assertMessages(t, "provider up", h.review(request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")}))
@@ -80,21 +82,36 @@ func TestExternalDataProviderDownDenies(t *testing.T) {
 
 // An error the provider answers (here: no ledger yet) is the denial's reason.
 func TestExternalDataProviderErrorDenies(t *testing.T) {
-	viaExternalData.Store(t, true)
-	t.Cleanup(func() { viaExternalData.Delete(t) })
+	setMode(t, twinThroughProvider)
 	h := newHarness(t, "quotaentity", perNamespace)
 	builtins.Use(nil)
 	assertMessages(t, "provider not ready", h.review(request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")}),
 		"quota cannot decide: quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md)")
 }
 
-// viaExternalData holds the tests (their *testing.T) whose harness runs
-// the twins.
-var viaExternalData sync.Map
+// harnessMode is what a test's harness runs.
+type harnessMode string
 
-func throughExternalData(t testing.TB) bool {
-	_, ok := viaExternalData.Load(t)
-	return ok
+// The default, "", runs the templates, calling the builtins.
+const (
+	// twinThroughProvider: the twins, asking the provider.
+	twinThroughProvider harnessMode = "ExternalData"
+	// twinWithBuiltins: the twins as the observer loads them.
+	twinWithBuiltins harnessMode = "TwinCountedWithBuiltins"
+)
+
+// modes holds each test's (its *testing.T's) harness mode.
+var modes sync.Map
+
+func setMode(t *testing.T, m harnessMode) {
+	modes.Store(t, m)
+	t.Cleanup(func() { modes.Delete(t) })
+}
+
+func mode(t testing.TB) harnessMode {
+	m, _ := modes.Load(t)
+	mm, _ := m.(harnessMode)
+	return mm
 }
 
 // providers are the running test providers, by test, for stopProvider.

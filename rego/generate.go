@@ -138,8 +138,13 @@ func render(name string, skeleton []byte, src string, libs []string, header, adm
 
 	if admission != "" {
 		annotations := lookup(doc.Content[0], "metadata", "annotations")
-		if annotations == nil || annotations.Kind != yaml.MappingNode {
-			return nil, fmt.Errorf("skeleton.yaml: want metadata.annotations")
+		if annotations == nil {
+			metadata := lookup(doc.Content[0], "metadata")
+			annotations = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			metadata.Content = append(metadata.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "annotations"}, annotations)
+		}
+		if annotations.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("skeleton.yaml: metadata.annotations: want a mapping")
 		}
 		annotations.Content = append(annotations.Content,
 			&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: ExternalDataAnnotation},

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"sigs.k8s.io/yaml"
+
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 
@@ -21,13 +23,15 @@ func TestTemplatesAreGeneratedFromTheSources(t *testing.T) {
 	var names []string
 	for _, tmpl := range ts {
 		names = append(names, tmpl.Name)
-		file := filepath.Join("..", "templates", tmpl.Name, "template.yaml")
-		got, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, tmpl.YAML) {
-			t.Errorf("%s is stale: run `go run ./cmd/quotactl generate`", file)
+		for name, want := range map[string][]byte{"template.yaml": tmpl.YAML, quotarego.ExternalDataFile: tmpl.ExternalData} {
+			file := filepath.Join("..", "templates", tmpl.Name, name)
+			got, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("%s is stale: run `go run ./cmd/quotactl generate`", file)
+			}
 		}
 	}
 	if got, want := strings.Join(names, ","), "quotaallocation,quotaclaimpolicy,quotaentity"; got != want {
@@ -83,6 +87,72 @@ spec:
 `
 	if len(ts) != 1 || string(ts[0].YAML) != want {
 		t.Errorf("generated:\n%s\nwant:\n%s", ts[0].YAML, want)
+	}
+}
+
+// A twin is the same template asking the provider: every quota builtin
+// call, and nothing else (not a comment, not a string, not a rule of the
+// same name), made a call of lib.quotabuiltins, which it imports, and that
+// lib beside the library.
+func TestGenerateTwinCallsTheProviderInsteadOfTheBuiltins(t *testing.T) {
+	lib := `# quota.reserve(claim) reserves; this comment stays.
+package lib.quota
+
+reserve_note := "quota.reserve(x)"
+
+decision(c) := quota.reserve(c)
+
+in_scope(s, l) if quota.selects(s, l)
+
+amounts := [quota.quantity(q, "m") | some q in ["1", "2"]]
+`
+	fsys := fstest.MapFS{
+		"lib/quota.rego":            {Data: []byte(lib)},
+		"templates/t/src.rego":      {Data: []byte("package t\n\nviolation contains {\"msg\": \"m\"} if false\n")},
+		"templates/t/skeleton.yaml": {Data: []byte(skeleton("t", ""))},
+	}
+	ts, err := quotarego.GenerateAll(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var twin struct {
+		Metadata struct{ Annotations map[string]string }
+		Spec     struct {
+			Targets []struct {
+				Code []struct {
+					Source struct {
+						Rego string
+						Libs []string
+					}
+				}
+			}
+		}
+	}
+	if err := yaml.Unmarshal(ts[0].ExternalData, &twin); err != nil {
+		t.Fatal(err)
+	}
+	if got := twin.Metadata.Annotations[quotarego.ExternalDataAnnotation]; got != "external-data" {
+		t.Errorf("annotation %s = %q, want external-data", quotarego.ExternalDataAnnotation, got)
+	}
+	source := twin.Spec.Targets[0].Code[0].Source
+	if source.Rego != "package t\n\nviolation contains {\"msg\": \"m\"} if false\n" {
+		t.Errorf("src.rego, which calls no builtin, changed:\n%s", source.Rego)
+	}
+	wantLib := `# quota.reserve(claim) reserves; this comment stays.
+package lib.quota
+
+import data.lib.quotabuiltins
+
+reserve_note := "quota.reserve(x)"
+
+decision(c) := quotabuiltins.reserve(c)
+
+in_scope(s, l) if quotabuiltins.selects(s, l)
+
+amounts := [quotabuiltins.quantity(q, "m") | some q in ["1", "2"]]
+`
+	if len(source.Libs) != 2 || source.Libs[0] != wantLib || source.Libs[1] != quotarego.ExternalDataLib() {
+		t.Errorf("libs:\n%q\nwant the rewritten library\n%q\nand ExternalDataLib", source.Libs, wantLib)
 	}
 }
 

@@ -1,10 +1,12 @@
 package rego_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -63,11 +65,17 @@ func newHarness(t testing.TB, templateName string, params map[string]any) *harne
 
 	args := []rego.Arg{rego.Externs("inventory")}
 	file := templateName + "/template.yaml"
-	if throughExternalData(t) {
+	transform := func(u *unstructured.Unstructured) *unstructured.Unstructured { return u }
+	switch mode(t) {
+	case twinThroughProvider:
 		// The template's twin, on a driver with External Data as a stock
 		// Gatekeeper builds it, asking the provider over TLS.
 		args = append(args, externalDataArgs(t)...)
 		file = templateName + "/" + quotarego.ExternalDataFile
+	case twinWithBuiltins:
+		// The twin as the manager's observer loads it.
+		file = templateName + "/" + quotarego.ExternalDataFile
+		transform = quotarego.ForBuiltins
 	}
 	driver, err := rego.New(args...)
 	if err != nil {
@@ -81,7 +89,7 @@ func newHarness(t testing.TB, templateName string, params map[string]any) *harne
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := readTemplateFile(t, file)
+	tmpl := readTemplateFile(t, file, transform)
 	h.kind = tmpl.Spec.CRD.Spec.Names.Kind
 	if _, err := h.client.AddTemplate(h.ctx, tmpl); err != nil {
 		t.Fatalf("AddTemplate %s: %v", templateName, err)
@@ -90,17 +98,31 @@ func newHarness(t testing.TB, templateName string, params map[string]any) *harne
 	return h
 }
 
-func readTemplateFile(t testing.TB, file string) *templates.ConstraintTemplate {
+// readTemplateFile reads templates/<file>, as transform makes it.
+func readTemplateFile(t testing.TB, file string, transform func(*unstructured.Unstructured) *unstructured.Unstructured) *templates.ConstraintTemplate {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := apis.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	tmpl, err := reader.ReadTemplate(scheme, os.DirFS("../templates"), file)
+	objs, err := reader.ReadK8sResources(bytes.NewReader(mustRead(t, filepath.Join("..", "templates", file))))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("%s: %d objects, %v", file, len(objs), err)
+	}
+	tmpl, err := reader.ToTemplate(scheme, transform(objs[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tmpl
+}
+
+func mustRead(t testing.TB, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func (h *harness) addConstraint(name string, params map[string]any) {
@@ -195,7 +217,7 @@ func (h *harness) review(r request) []string {
 // object alone, no request uid, no operation.
 func (h *harness) audit(obj map[string]any) []string {
 	h.t.Helper()
-	if throughExternalData(h.t) {
+	if mode(h.t) == twinThroughProvider {
 		// The twins' reads without a request uid are keyed by the second
 		// (rego.ExternalDataLib): an audit sees what changed before the
 		// second it runs in.

@@ -164,7 +164,21 @@ func storeCollectors() []prometheus.Collector {
 // admission decisions, reserve latency, halts, and the bucket store's
 // conflicts and batches.
 func RegisterGatekeeper(reg prometheus.Registerer) error {
-	return register(reg, append([]prometheus.Collector{admissionDecisions, reserveDuration, halts}, storeCollectors()...))
+	return register(reg, append(admissionCollectors(), storeCollectors()...))
+}
+
+// RegisterAdmission registers the admission metrics (decisions, reserve
+// latency, halts) in the manager when it serves the External Data
+// provider: there the builtins decide for a stock Gatekeeper and record
+// what the plugin records inside Gatekeeper.
+func RegisterAdmission(reg prometheus.Registerer) error {
+	return register(reg, admissionCollectors())
+}
+
+// admissionCollectors are recorded wherever the builtins decide
+// admissions.
+func admissionCollectors() []prometheus.Collector {
+	return []prometheus.Collector{admissionDecisions, reserveDuration, halts}
 }
 
 // RegisterManager registers the manager's metrics: every bucket's numbers,

@@ -209,6 +209,9 @@ func run(f flags) error {
 		return fmt.Errorf("observer: %w", err)
 	}
 	if f.externalDataAddr != "" {
+		if err := metrics.RegisterAdmission(ctrlmetrics.Registry); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 		builtins.SetDeadline(f.externalDataDeadline)
 		if err := builtinhost.Setup(mgr, l, m, f.systemNamespace); err != nil {
 			return fmt.Errorf("external data provider: %w", err)

@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -10,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/quotakeeper/quotakeeper/externaldata"
+	quotarego "github.com/quotakeeper/quotakeeper/rego"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -266,4 +269,39 @@ func requireManagerEnv(t *testing.T, r Rendered, want ...corev1.EnvVar) {
 	if got := d.Spec.Template.Spec.Containers[0].Env; !reflect.DeepEqual(got, want) {
 		t.Errorf("manager container env %v, want %v", got, want)
 	}
+}
+
+// admission=externalData renders what a stock Gatekeeper needs and nothing
+// it cannot use: the twins (templates/*/template-externaldata.yaml, each
+// unchanged) instead of the templates, the Provider the twins call, the
+// manager serving the provider a second inside the Provider's timeout, and
+// neither the plugin's RBAC nor its settings.
+func TestChartRendersTheExternalDataMode(t *testing.T) {
+	r := render(t, "--set", "admission=externalData", "--set", "externalData.timeoutSeconds=7")
+	requireSameObjects(t, "ConstraintTemplates", r.Kinds("ConstraintTemplate"), readFiles(t, "templates/*/template-externaldata.yaml"))
+	requireSameObjects(t, "RBAC", r.Kinds(rbacKinds...), kustomize(t, "config/rbac"))
+	if _, err := r.Object("ConfigMap", PluginSettingsConfigMap); err == nil {
+		t.Errorf("the plugin's settings ConfigMap, which a stock Gatekeeper never reads")
+	}
+	p, err := r.Object("Provider", quotarego.ExternalDataProvider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "map[caBundle: timeout:7 url:https://quotakeeper-webhook-service.quotakeeper-system.svc:9444" + externaldata.Path + "]"
+	if got := fmt.Sprint(p.Object["spec"]); got != want {
+		t.Errorf("Provider spec %s, want %s", got, want)
+	}
+	requireManager(t, r, 2, "quotakeeper-manager:v0.1.0",
+		"--leader-elect=true",
+		"--leader-election-namespace=quotakeeper-system",
+		"--system-namespace=quotakeeper-system",
+		"--webhook-namespace=quotakeeper-system",
+		"--reservation-ttl=2m",
+		"--webhook-port=9443",
+		"--cert-dir=/certs",
+		"--consumer-label-groups=system:masters",
+		"--bypass-groups=system:masters",
+		"--external-data-bind-address=:9444",
+		"--external-data-deadline=6s",
+	)
 }

@@ -29,9 +29,12 @@ import (
 // decide and word denials exactly as the builtins linked into Gatekeeper.
 // And once more on the twins as the manager's observer loads them
 // (rego.ForBuiltins: lib.quotabuiltins calling the builtins themselves).
-// Left out: TestFailsClosed (it asserts the builtins' halts, which the twin
-// words as TestExternalDataProviderDownDenies does) and the claim-policy
-// tests, whose policies the harness hands the builtins directly.
+// The provider runs in the test's process, so it decides with the ledger
+// and the ClaimCreationPolicies the harness gives the builtins. Left out:
+// the tests that assert the builtins' halts (TestFailsClosed,
+// TestClaimPolicyWithoutPoliciesFailsClosed), which the twins word as
+// TestExternalDataProviderErrorDenies shows, and those of the observe mode
+// or of no template.
 func TestTemplatesThroughExternalData(t *testing.T) {
 	tests := []struct {
 		name string
@@ -47,6 +50,11 @@ func TestTemplatesThroughExternalData(t *testing.T) {
 		{"AuditReportsBucketsOverTheirLimit", TestAuditReportsBucketsOverTheirLimit},
 		{"AllocationCountsReplicasTimesRequestsInMillicores", TestAllocationCountsReplicasTimesRequestsInMillicores},
 		{"AllocationUpdateReservesOnlyTheGrowth", TestAllocationUpdateReservesOnlyTheGrowth},
+		{"ClaimPolicyAllowsUpToTheGrantAndDeniesPastIt", TestClaimPolicyAllowsUpToTheGrantAndDeniesPastIt},
+		{"ClaimPolicyConditionsDecideWhetherTheObjectClaims", TestClaimPolicyConditionsDecideWhetherTheObjectClaims},
+		{"ClaimPolicyCELErrorDeniesWithTheMessage", TestClaimPolicyCELErrorDeniesWithTheMessage},
+		{"ClaimPoliciesEachClaimAndEachIsAllOrNothing", TestClaimPoliciesEachClaimAndEachIsAllOrNothing},
+		{"ClaimPolicyDryRunAuditAndUpdatesNeverReserve", TestClaimPolicyDryRunAuditAndUpdatesNeverReserve},
 	}
 	for _, m := range []harnessMode{twinThroughProvider, twinWithBuiltins} {
 		for _, tc := range tests {

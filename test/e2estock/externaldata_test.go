@@ -106,6 +106,37 @@ func TestProviderDownDeniesInPlainWords(t *testing.T) {
 	waitExact(t, ns, consumer, rt, 2)
 }
 
+// Creates racing through both Gatekeeper replicas for the last units of
+// one bucket are admitted exactly up to the limit: each provider call's
+// reservation is a compare-and-swap on the bucket, so no two admissions
+// share one unit, and the bucket ends exact.
+func TestConcurrentCreatesAdmitExactlyTheLimit(t *testing.T) {
+	const ns, rt, name = "stock-race", "e2e.quota/stock-race-configmaps", "stock-race"
+	const limit, creators = 10, 24
+	consumer := setUp(t, ns, rt, name, limit)
+	want := fmt.Sprintf(`admission webhook "validation.gatekeeper.sh" denied the request: [%s] quota exceeded for Namespace %s: requested 1 of %s, available 0 of %d`, name, ns, rt, limit)
+	var wg sync.WaitGroup
+	results := make(chan error, creators)
+	for i := range creators {
+		wg.Go(func() { results <- createConfigMap(ns, fmt.Sprintf("cm-%d", i)) })
+	}
+	wg.Wait()
+	close(results)
+	admitted := 0
+	for err := range results {
+		switch {
+		case err == nil:
+			admitted++
+		case !strings.HasPrefix(err.Error(), want):
+			t.Errorf("a create denied otherwise than for quota: %v", err)
+		}
+	}
+	if admitted != limit {
+		t.Errorf("%d of %d racing creates admitted, want exactly the limit %d", admitted, creators, limit)
+	}
+	waitExact(t, ns, consumer, rt, limit)
+}
+
 // setUp makes namespace ns, registers rt counted per namespace, grants ns
 // limit of it, and constrains its ConfigMaps with a QuotaEntity.
 func setUp(t *testing.T, ns, rt, name string, limit int64) quotav1alpha1.ConsumerRef {

@@ -23,22 +23,30 @@ import (
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
+// ClaimPolicies returns the ClaimCreationPolicies of systemNamespace's
+// quota, watched from mgr's cache: the set Setup hands the builtins, which
+// a process that renders policies elsewhere too (the manager's observer)
+// shares, so that one process never holds two views of them.
+func ClaimPolicies(mgr manager.Manager, systemNamespace string) (*claimpolicies.Set, error) {
+	policies := claimpolicies.NewSet()
+	policies.SetSystemNamespace(systemNamespace)
+	if err := policies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
+		return nil, err
+	}
+	return policies, nil
+}
+
 // Setup adds to mgr what hands the builtins l (whose grant mirror is m)
-// once m has synced, and the units, counted versions and claim policies
-// read from systemNamespace. Until then the builtins halt, so admission
-// fails closed rather than deciding against limits computed from grants
-// not yet seen, or without a policy.
-func Setup(mgr manager.Manager, l *ledger.Ledger, m *grants.Mirror, systemNamespace string) error {
+// once m has synced, and policies (from ClaimPolicies) once they have;
+// and the units and counted versions read from systemNamespace. Until
+// then the builtins halt, so admission fails closed rather than deciding
+// against limits computed from grants not yet seen, or without a policy.
+func Setup(mgr manager.Manager, l *ledger.Ledger, m *grants.Mirror, policies *claimpolicies.Set, systemNamespace string) error {
 	units := newRegistrationUnits()
 	if err := units.register(context.Background(), mgr.GetCache()); err != nil {
 		return err
 	}
 	builtins.UseUnits(units)
-	policies := claimpolicies.NewSet()
-	policies.SetSystemNamespace(systemNamespace)
-	if err := policies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
-		return err
-	}
 	// The constraints the manager has counted under (package counted):
 	// quota.reserve denies the others from the first request on.
 	record := &countedRecord{}

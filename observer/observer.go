@@ -64,6 +64,11 @@ type Options struct {
 	// of their own so they never slow bucket writes or the claim
 	// controller. Default 20.
 	ObjectClaimsQPS float32
+	// ClaimPolicies are the ClaimCreationPolicies quota.policy_claim
+	// renders, when the process already watches them (the manager serving
+	// the External Data provider hands its builtins the same set); nil:
+	// the observer watches its own from mgr's cache.
+	ClaimPolicies *claimpolicies.Set
 }
 
 func (o *Options) defaults() {
@@ -217,10 +222,12 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	}
 	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
 	// the same ones Gatekeeper holds, from this manager's cache.
-	o.claimPolicies = claimpolicies.NewSet()
-	o.claimPolicies.SetSystemNamespace(opts.SystemNamespace)
-	if err := o.claimPolicies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
-		return nil, fmt.Errorf("observer: %w", err)
+	if o.claimPolicies = opts.ClaimPolicies; o.claimPolicies == nil {
+		o.claimPolicies = claimpolicies.NewSet()
+		o.claimPolicies.SetSystemNamespace(opts.SystemNamespace)
+		if err := o.claimPolicies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
+			return nil, fmt.Errorf("observer: %w", err)
+		}
 	}
 	if opts.ObjectClaims {
 		// A client of its own: client-go rate-limits per client, so the

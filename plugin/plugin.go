@@ -82,7 +82,11 @@ func AddToManager(mgr manager.Manager) error {
 	if _, err := mgr.GetCache().GetInformer(context.Background(), &quotav1alpha1.QuotaBypass{}, cache.BlockUntilSynced(false)); err != nil {
 		return fmt.Errorf("quotakeeper: QuotaBypass informer: %w", err)
 	}
-	if err := builtinhost.Setup(mgr, l, m, settings.SystemNamespace); err != nil {
+	policies, err := builtinhost.ClaimPolicies(mgr, settings.SystemNamespace)
+	if err != nil {
+		return fmt.Errorf("quotakeeper: %w", err)
+	}
+	if err := builtinhost.Setup(mgr, l, m, policies, settings.SystemNamespace); err != nil {
 		return fmt.Errorf("quotakeeper: %w", err)
 	}
 	return nil

@@ -31,6 +31,7 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtinhost"
 	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/controllers"
 	"github.com/quotakeeper/quotakeeper/externaldata"
 	"github.com/quotakeeper/quotakeeper/grants"
@@ -205,7 +206,13 @@ func run(f flags) error {
 	if err != nil {
 		return err
 	}
-	if err := addObserver(mgr, f, l, m); err != nil {
+	// One set of ClaimCreationPolicies too: the observer renders them, and
+	// so does the provider.
+	policies, err := builtinhost.ClaimPolicies(mgr, f.systemNamespace)
+	if err != nil {
+		return err
+	}
+	if err := addObserver(mgr, f, l, m, policies); err != nil {
 		return fmt.Errorf("observer: %w", err)
 	}
 	if f.externalDataAddr != "" {
@@ -213,7 +220,7 @@ func run(f flags) error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 		builtins.SetDeadline(f.externalDataDeadline)
-		if err := builtinhost.Setup(mgr, l, m, f.systemNamespace); err != nil {
+		if err := builtinhost.Setup(mgr, l, m, policies, f.systemNamespace); err != nil {
 			return fmt.Errorf("external data provider: %w", err)
 		}
 	}
@@ -296,11 +303,11 @@ func rotatedWebhooks(f flags) []rotator.WebhookInfo {
 // addObserver adds the observer (leader only) writing through l: it writes
 // only once l's grant mirror m has synced, since every write recomputes
 // the bucket's limit.
-func addObserver(mgr ctrl.Manager, f flags, l *ledger.Ledger, m *grants.Mirror) error {
+func addObserver(mgr ctrl.Manager, f flags, l *ledger.Ledger, m *grants.Mirror, policies *claimpolicies.Set) error {
 	o, err := observer.New(mgr, observer.Options{
 		Writer: l, WriterSynced: m.HasSynced, SystemNamespace: f.systemNamespace,
 		Resync: f.observerResync, WriteInterval: f.observerWriteInterval,
-		ObjectClaims: f.objectClaims, ObjectClaimsQPS: float32(f.objectClaimsQPS),
+		ObjectClaims: f.objectClaims, ObjectClaimsQPS: float32(f.objectClaimsQPS), ClaimPolicies: policies,
 	})
 	if err != nil {
 		return err

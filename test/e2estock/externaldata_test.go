@@ -19,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/counted"
 	"github.com/quotakeeper/quotakeeper/externaldata"
 	"github.com/quotakeeper/quotakeeper/ledger"
@@ -106,6 +108,50 @@ func TestProviderDownDeniesInPlainWords(t *testing.T) {
 	waitExact(t, ns, consumer, rt, 2)
 }
 
+// A ClaimCreationPolicy on a stock Gatekeeper: its QuotaClaimPolicy
+// constraint's twin asks the provider to render the policy
+// (quota.policy_claim) and to reserve what it claims, and the third object
+// is denied with the builtin mode's message (test/e2e's
+// TestClaimCreationPolicyAdmitsUpToTheGrant).
+func TestClaimCreationPolicyOnStockGatekeeper(t *testing.T) {
+	const ns, rt, name = "stock-ccp", "e2e.quota/stock-ccp-configmaps", "stock-ccp-configmaps"
+	ctx := context.Background()
+	create(t, builders.Namespace(ns).Obj())
+	register(t, rt)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	g := builders.Grant(name, ns).Consumer(consumer).Allowance(rt, 2).Obj()
+	create(t, g)
+	waitActive(t, g)
+	p := builders.ClaimPolicy(name, "v1", "ConfigMap",
+		quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.namespace }}"}).
+		Condition(`trigger.metadata.namespace == "`+ns+`"`).
+		Request(rt, intstr.FromInt32(1)).Obj()
+	create(t, p)
+	testenv.Eventually(t, time.Minute, "ClaimCreationPolicy "+name+" Ready", func() error {
+		got := &quotav1alpha1.ClaimCreationPolicy{}
+		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
+			return err
+		}
+		if !quotav1alpha1.IsTrue(got.Status.Conditions, quotav1alpha1.ConditionReady, got.Generation) {
+			return fmt.Errorf("conditions %+v", got.Status.Conditions)
+		}
+		return nil
+	})
+	if err := cluster.WaitEnforced(ctx, 2*time.Minute, claimpolicies.ConstraintGVK, name); err != nil {
+		t.Fatal(err)
+	}
+
+	mustAdmit(t, ns, "cm-1")
+	mustAdmit(t, ns, "cm-2")
+	waitExact(t, ns, consumer, rt, 2)
+	want := fmt.Sprintf(`admission webhook "validation.gatekeeper.sh" denied the request: [%s] quota exceeded for Namespace %s: requested 1 of %s, available 0 of 2 (allocated 2, reserved 0)%s`,
+		name, ns, rt, seeEffective(ns, consumer, rt))
+	if err := createConfigMap(ns, "cm-3"); err == nil || err.Error() != want {
+		t.Fatalf("cm-3 past the grant: got %v\nwant %s", err, want)
+	}
+	waitExact(t, ns, consumer, rt, 2)
+}
+
 // Creates racing through both Gatekeeper replicas for the last units of
 // one bucket are admitted exactly up to the limit: each provider call's
 // reservation is a compare-and-swap on the bucket, so no two admissions
@@ -143,11 +189,7 @@ func setUp(t *testing.T, ns, rt, name string, limit int64) quotav1alpha1.Consume
 	t.Helper()
 	ctx := context.Background()
 	create(t, builders.Namespace(ns).Obj())
-	reg := builders.Registration(strings.NewReplacer("/", "-", ".", "-").Replace(rt), rt).
-		Consumer(quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"}).Type(quotav1alpha1.RegistrationTypeEntity).
-		BaseUnit("count").ClaimingResources(quotav1alpha1.GroupKind{Kind: "ConfigMap"}).Obj()
-	create(t, reg)
-	waitActive(t, reg)
+	register(t, rt)
 	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
 	g := builders.Grant(name, ns).Consumer(consumer).Allowance(rt, limit).Obj()
 	create(t, g)
@@ -171,6 +213,16 @@ func setUp(t *testing.T, ns, rt, name string, limit int64) quotav1alpha1.Consume
 		t.Fatal(err)
 	}
 	return consumer
+}
+
+// register registers rt, counted per namespace, claimed by ConfigMaps.
+func register(t *testing.T, rt string) {
+	t.Helper()
+	reg := builders.Registration(strings.NewReplacer("/", "-", ".", "-").Replace(rt), rt).
+		Consumer(quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"}).Type(quotav1alpha1.RegistrationTypeEntity).
+		BaseUnit("count").ClaimingResources(quotav1alpha1.GroupKind{Kind: "ConfigMap"}).Obj()
+	create(t, reg)
+	waitActive(t, reg)
 }
 
 func create(t *testing.T, obj client.Object) {

@@ -1,10 +1,12 @@
 package ledger_test
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -210,4 +212,44 @@ func TestReservationForNamesTheObjectAndGeneration(t *testing.T) {
 			t.Errorf("ReservationFor(%q) = %q, %d, %v; want %q, %d, %v", tc.id, uid, g, update, tc.uid, tc.generation, tc.update)
 		}
 	}
+}
+
+// While an observer rebuilds, a create reservation it finds is folded on
+// top of the figures as last written: its presence proves the object is
+// not in them. An update's growth, an object counted below its
+// reservation, and a reservation the bucket does not hold are left alone;
+// the limit stays as stored.
+func TestFoldCreatedAddsOnlyWhatACreateReservationProves(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 20, nil)
+	mustObserve(t, f, projectsKey, ledger.Observation{Allocated: 5, ByNamespace: map[string]int64{"team-a": 5}, Count: 5})
+	mustReserve(t, f, claim("created", req(project("p"), rtProjects, 2, nil)))
+	mustReserve(t, f, claim("uid-grown/3/1", req(project("p"), rtProjects, 1, nil)))
+	mustReserve(t, f, claim("small", ledger.Request{Consumer: project("p"), ResourceType: rtProjects, Amount: 4, Total: 4}))
+	mustReserve(t, f, claim("never", req(project("p"), rtProjects, 3, nil)))
+
+	got, err := f.ledger.FoldCreated(context.Background(), projectsKey, []ledger.Created{
+		{UID: "created", Generation: 1, Namespace: "team-b", Amount: 2},
+		{UID: "uid-grown/3/1", Generation: 3, Namespace: "team-a", Amount: 7},
+		{UID: "small", Generation: 1, Namespace: "team-a", Amount: 3},
+		{UID: "absent", Generation: 1, Namespace: "team-a", Amount: 9},
+	}, []string{"never", "also-absent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Allocated != 7 || got.Count != 6 || !maps.Equal(got.ByNamespace, map[string]int64{"team-a": 5, "team-b": 2}) {
+		t.Fatalf("allocated %d count %d byNamespace %v, want 7, 6 and team-a 5, team-b 2", got.Allocated, got.Count, got.ByNamespace)
+	}
+	if ids := slices.Sorted(maps.Keys(got.Reservations)); !slices.Equal(ids, []string{"small", "uid-grown/3/1"}) {
+		t.Fatalf("reservations %v, want small and uid-grown/3/1", ids)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 20, Allocated: 7, Reserved: 5, Available: 8})
+
+	// A negative amount is refused and changes nothing.
+	_, err = f.ledger.FoldCreated(context.Background(), projectsKey, []ledger.Created{{UID: "small", Amount: -1}}, nil)
+	var verr *ledger.ValidationError
+	if !errors.As(err, &verr) || verr.Error() == "" || !strings.Contains(err.Error(), "created[0].amount: must not be negative, got -1") {
+		t.Fatalf("negative amount: %v", err)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 20, Allocated: 7, Reserved: 5, Available: 8})
 }

@@ -31,6 +31,9 @@ import (
 // Writer writes a bucket's observation; *ledger.Ledger is one.
 type Writer interface {
 	Observe(ctx context.Context, key ledger.BucketKey, obs ledger.Observation) (ledger.Bucket, error)
+	// FoldCreated folds create reservations while the observer rebuilds
+	// (rebuild.go).
+	FoldCreated(ctx context.Context, key ledger.BucketKey, created []ledger.Created, expire []string) (ledger.Bucket, error)
 }
 
 // Options configure an Observer.
@@ -140,6 +143,8 @@ type Observer struct {
 	events workqueue.TypedRateLimitingInterface[item]
 	writes workqueue.TypedRateLimitingInterface[ledger.BucketKey]
 	ready  atomic.Bool
+	// rebuilt is closed once ready: foldWhileRebuilding stops.
+	rebuilt chan struct{}
 
 	// ResourceClaim views (nil views: off).
 	viewQueue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
@@ -256,6 +261,7 @@ func (o *Observer) Start(ctx context.Context) error {
 		workqueue.TypedRateLimitingQueueConfig[ledger.BucketKey]{Name: "observer-writes"})
 	o.viewQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "observer-views"})
+	o.rebuilt = make(chan struct{})
 	defer o.events.ShutDown()
 	defer o.writes.ShutDown()
 	defer o.viewQueue.ShutDown()
@@ -302,6 +308,7 @@ func (o *Observer) Start(ctx context.Context) error {
 	}
 	o.mu.Unlock()
 	o.ready.Store(true)
+	close(o.rebuilt)
 	o.enqueueAllBuckets(ctx)
 	o.enqueueAllViews(ctx)
 	o.mu.Lock()

@@ -143,8 +143,11 @@ func main() {
 func run(f flags) error {
 	holdHeapUnderLimit(memlimit.FromCgroup, ctrl.Log.WithName("memlimit"))
 	// Before any Rego driver exists (the observer's): drivers copy OPA's
-	// builtin table when built.
-	builtins.Register()
+	// builtin table when built. No process Env: the observer's evaluations,
+	// the only ones here, carry their own.
+	if err := builtins.Register(nil); err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), quotav1alpha1.AddToScheme(scheme)); err != nil {
 		return err

@@ -183,8 +183,8 @@ func releaseBenchClaim(b *testing.B, l *ledger.Ledger, n int) {
 // consumer name a CEL template), and with a QuotaEntity constraint counting
 // the same, alternating in one loop; it reports each one's time per review
 // and their ratio (issue 11's goal: policy/entity <= 1.2). Each template
-// has its own ledger (the builtins use one at a time, switched outside the
-// timed region), in the modes of BenchmarkReviewQuotaEntityVersusTrivial.
+// has its own ledger (each review carries its harness's Env), in the modes
+// of BenchmarkReviewQuotaEntityVersusTrivial.
 func BenchmarkReviewQuotaClaimPolicyVersusQuotaEntity(b *testing.B) {
 	for _, mode := range []string{"admission", "denied", "audit"} {
 		b.Run(mode, func(b *testing.B) {

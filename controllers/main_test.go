@@ -171,7 +171,11 @@ func startManager() (*managerRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := controllers.Setup(m, controllers.Options{}); err != nil {
+	l, mirror, err := grants.NewLedger(m, sysNS)
+	if err != nil {
+		return nil, err
+	}
+	if err := controllers.Setup(m, controllers.Options{Ledger: l, Mirror: mirror}); err != nil {
 		return nil, err
 	}
 	if err := webhooks.Setup(m, webhooks.Options{

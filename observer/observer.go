@@ -151,10 +151,6 @@ type Observer struct {
 	viewClient client.Client
 	views      *viewSet // guarded by mu
 
-	// claimPolicies are the ClaimCreationPolicies quota.policy_claim
-	// renders in this process.
-	claimPolicies *claimpolicies.Set
-
 	mu        sync.Mutex
 	tally     *Tally
 	known     map[string]item                        // tally refs
@@ -184,13 +180,22 @@ type Observer struct {
 	published counted.Record
 }
 
-// New returns an Observer reading through mgr's cache. Add it to mgr.
+// New returns an Observer reading through mgr's cache. Add it to mgr. The
+// process must have registered the builtins (builtins.Register) before: its
+// evaluations carry their own Env, with the ClaimCreationPolicies it watches.
 func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	opts.defaults()
 	if opts.Writer == nil {
 		return nil, errors.New("observer: no writer")
 	}
-	p, err := newPolicy()
+	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
+	// the same ones Gatekeeper holds, from this manager's cache.
+	claimPolicies := claimpolicies.NewSet()
+	claimPolicies.SetSystemNamespace(opts.SystemNamespace)
+	if err := claimPolicies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
+		return nil, fmt.Errorf("observer: %w", err)
+	}
+	p, err := newPolicy(&builtins.Env{ClaimPolicies: claimPolicies})
 	if err != nil {
 		return nil, fmt.Errorf("observer: constraint client: %w", err)
 	}
@@ -218,13 +223,6 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		return nil, fmt.Errorf("observer: the cache of counted kinds: %w", err)
 	}
 	if err := mgr.Add(o.objects); err != nil {
-		return nil, fmt.Errorf("observer: %w", err)
-	}
-	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
-	// the same ones Gatekeeper holds, from this manager's cache.
-	o.claimPolicies = claimpolicies.NewSet()
-	o.claimPolicies.SetSystemNamespace(opts.SystemNamespace)
-	if err := o.claimPolicies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
 		return nil, fmt.Errorf("observer: %w", err)
 	}
 	if opts.ObjectClaims {
@@ -275,8 +273,6 @@ func (o *Observer) Start(ctx context.Context) error {
 	if err := o.watchFixed(ctx); err != nil {
 		return err
 	}
-	builtins.UseClaimPolicies(o.claimPolicies)
-	defer builtins.UseClaimPolicies(nil)
 	loadStart := time.Now()
 	if err := o.loadPublished(ctx); err != nil {
 		return fmt.Errorf("observer: the counted policy versions: %w", err)

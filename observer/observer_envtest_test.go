@@ -41,7 +41,6 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/counted"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
@@ -731,7 +730,6 @@ func installPolicy(ctx context.Context, t *testing.T, env *testenv.Env) {
 // false.
 func startObserver(ctx context.Context, t *testing.T, env *testenv.Env, writerSynced func() bool) (*recordingWriter, func()) {
 	t.Helper()
-	builtins.Register()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/controller"
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,13 +39,22 @@ import (
 )
 
 // Install registers the builtins, adds quotakeeper's kinds to Gatekeeper's
-// scheme and appends AddToManager to Gatekeeper's manager functions. Call it
-// once, from an init function: Gatekeeper sets controllers up while its
-// manager's caches already run, so the scheme must be complete before.
+// scheme and appends the plugin's setup (addToManager) to Gatekeeper's
+// manager functions. Call it once, from an init function: Gatekeeper sets
+// controllers up while its manager's caches already run, so the scheme must
+// be complete before.
+//
+// The builtins decide against the process's one Env: Gatekeeper gives its
+// driver no functions of ours, and audit evaluates under a context we do
+// not make, so the Env is the one handed to Register, and addToManager fills
+// it in.
 func Install(scheme *runtime.Scheme) {
 	utilruntime.Must(quotav1alpha1.AddToScheme(scheme))
-	builtins.Register()
-	controller.AddToManagerFuncs = append(controller.AddToManagerFuncs, AddToManager)
+	env := &atomic.Pointer[builtins.Env]{}
+	utilruntime.Must(builtins.Register(env.Load))
+	controller.AddToManagerFuncs = append(controller.AddToManagerFuncs, func(mgr manager.Manager) error {
+		return addToManager(mgr, env)
+	})
 	if !wrapPolicyWebhook() {
 		// Without the wrapper a QuotaBypass would be neither audited nor
 		// ended on time when the manager is down: refuse to run.
@@ -52,21 +62,22 @@ func Install(scheme *runtime.Scheme) {
 	}
 }
 
-// AddToManager gives the builtins a ledger once the grant mirror has synced,
-// and the ClaimCreationPolicies once their informer has. Until then they
-// halt, so admission fails closed rather than deciding against limits
+// addToManager builds what the builtins decide against and hands it to them
+// through env, the process's Env (Install): at once the deadline, the units
+// and the counted policy versions; the ledger once the grant mirror has
+// synced, and the ClaimCreationPolicies once their informer has. Until then
+// they halt, so admission fails closed rather than deciding against limits
 // computed from grants not yet seen, or without a policy.
 //
 // It logs the plugin's version: Install runs in an init function, before
 // Gatekeeper has set its logger, so the line would be lost there.
-func AddToManager(mgr manager.Manager) error {
+func addToManager(mgr manager.Manager, env *atomic.Pointer[builtins.Env]) error {
 	settings, source, err := loadSettings()
 	if err != nil {
 		return err
 	}
 	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version, "settings", source,
 		"systemNamespace", settings.SystemNamespace, "reservationTTL", settings.ReservationTTL.Duration.String(), "deadline", settings.Deadline.Duration.String())
-	builtins.SetDeadline(settings.Deadline.Duration)
 	// Gatekeeper's Prometheus exporter serves the default gatherer
 	// (promhttp.Handler) on its --prometheus-port: registered there, the
 	// plugin's metrics appear next to Gatekeeper's own.
@@ -86,7 +97,6 @@ func AddToManager(mgr manager.Manager) error {
 	if err := units.register(context.Background(), mgr.GetCache()); err != nil {
 		return fmt.Errorf("quotakeeper: %w", err)
 	}
-	builtins.UseUnits(units)
 	policies := claimpolicies.NewSet()
 	policies.SetSystemNamespace(settings.SystemNamespace)
 	if err := policies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
@@ -95,7 +105,8 @@ func AddToManager(mgr manager.Manager) error {
 	// The constraints the manager has counted under (package counted):
 	// quota.reserve denies the others from the first request on.
 	record := &countedRecord{}
-	builtins.UseCountedPolicies(record)
+	starting := &builtins.Env{Units: units, Counted: record, Deadline: settings.Deadline.Duration}
+	env.Store(starting)
 	informer, err := newCountedInformer(mgr, settings.SystemNamespace, record)
 	if err != nil {
 		return fmt.Errorf("quotakeeper: %w", err)
@@ -103,12 +114,15 @@ func AddToManager(mgr manager.Manager) error {
 	if err := mgr.Add(informer); err != nil {
 		return fmt.Errorf("quotakeeper: %w", err)
 	}
-	return mgr.Add(useWhenSynced{ledger: l, mirror: m, policies: policies})
+	return mgr.Add(useWhenSynced{env: env, starting: starting, ledger: l, mirror: m, policies: policies})
 }
 
 // useWhenSynced hands the ledger and the policies to the builtins once
-// their informers have synced.
+// their informers have synced, each time as a new Env (an Env is never
+// changed once evaluations may read it), and takes them back on shutdown.
 type useWhenSynced struct {
+	env      *atomic.Pointer[builtins.Env]
+	starting *builtins.Env // what the builtins have before
 	ledger   *ledger.Ledger
 	mirror   *grants.Mirror
 	policies *claimpolicies.Set
@@ -118,13 +132,16 @@ func (u useWhenSynced) Start(ctx context.Context) error {
 	if err := grants.WaitForSync(ctx, u.mirror); err != nil {
 		return nil // shutting down before the mirror synced
 	}
-	builtins.Use(u.ledger)
-	defer builtins.Use(nil)
+	withLedger := *u.starting
+	withLedger.Ledger = u.ledger
+	u.env.Store(&withLedger)
+	defer u.env.Store(u.starting)
 	if !toolscache.WaitForCacheSync(ctx.Done(), u.policies.HasSynced) {
 		return nil // shutting down
 	}
-	builtins.UseClaimPolicies(u.policies)
-	defer builtins.UseClaimPolicies(nil)
+	ready := withLedger
+	ready.ClaimPolicies = u.policies
+	u.env.Store(&ready)
 	<-ctx.Done()
 	return nil
 }

@@ -143,8 +143,11 @@ func main() {
 func run(f flags) error {
 	holdHeapUnderLimit(memlimit.FromCgroup, ctrl.Log.WithName("memlimit"))
 	// Before any Rego driver exists (the observer's): drivers copy OPA's
-	// builtin table when built.
-	builtins.Register()
+	// builtin table when built. No process Env: the observer's evaluations,
+	// the only ones here, carry their own.
+	if err := builtins.Register(nil); err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), quotav1alpha1.AddToScheme(scheme)); err != nil {
 		return err
@@ -178,13 +181,19 @@ func run(f flags) error {
 	if err := metrics.RegisterManager(ctrlmetrics.Registry, mgr.GetCache()); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	// The process's one ledger: the controllers and the observer share its
+	// grant mirror, live client and write queues.
+	l, m, err := grants.NewLedger(mgr, f.systemNamespace, ledger.WithReservationTTL(f.reservationTTL))
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
 	if err := controllers.Setup(mgr, controllers.Options{
-		SystemNamespace: f.systemNamespace, ReservationTTL: f.reservationTTL, ClaimConcurrency: f.claimConcurrency,
+		SystemNamespace: f.systemNamespace, Ledger: l, Mirror: m, ClaimConcurrency: f.claimConcurrency,
 		EffectiveRefresh: f.effectiveRefresh,
 	}); err != nil {
 		return err
 	}
-	if err := addObserver(mgr, f); err != nil {
+	if err := addObserver(mgr, f, l, m); err != nil {
 		return fmt.Errorf("observer: %w", err)
 	}
 
@@ -247,14 +256,10 @@ func run(f flags) error {
 	return mgr.Start(ctx)
 }
 
-// addObserver adds the observer (leader only) with a ledger of its own: it
-// writes only once that ledger's grant mirror has synced, since every write
+// addObserver adds the observer (leader only), writing through l: it
+// writes only once l's grant mirror m has synced, since every write
 // recomputes the bucket's limit.
-func addObserver(mgr ctrl.Manager, f flags) error {
-	l, m, err := grants.NewLedger(mgr, f.systemNamespace, ledger.WithReservationTTL(f.reservationTTL))
-	if err != nil {
-		return err
-	}
+func addObserver(mgr ctrl.Manager, f flags, l *ledger.Ledger, m *grants.Mirror) error {
 	o, err := observer.New(mgr, observer.Options{
 		Writer: l, WriterSynced: m.HasSynced, SystemNamespace: f.systemNamespace,
 		Resync: f.observerResync, WriteInterval: f.observerWriteInterval,

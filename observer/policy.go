@@ -375,6 +375,11 @@ func (p *policy) evaluate(ctx context.Context, obj *unstructured.Unstructured, m
 	if err != nil {
 		return nil, nil, fmt.Errorf("review %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
 	}
+	if err := ctx.Err(); err != nil {
+		// A canceled evaluation comes back as a result (eval_cancel_error),
+		// not as an error: it is no answer about the object.
+		return nil, nil, err
+	}
 	var violations []violation
 	for _, r := range resp.Results() {
 		violations = append(violations, violation{constraint: r.Constraint, msg: r.Msg})

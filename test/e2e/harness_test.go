@@ -55,7 +55,7 @@ import (
 //
 //	make exactness EXACTNESS_ACTIONS=2000 EXACTNESS_SEED=42
 var (
-	exactnessActions = flag.Int("exactness.actions", 300, "tenant actions the exactness harness takes")
+	exactnessActions = flag.Int("exactness.actions", 600, "tenant actions the exactness harness takes")
 	exactnessSeed    = flag.Uint64("exactness.seed", 0, "the harness's seed (0: from the clock; printed to replay a run)")
 )
 
@@ -300,6 +300,23 @@ func TestExactnessUnderRandomTenantActions(t *testing.T) {
 	}
 	wg.Wait()
 	acted := time.Since(start)
+	// What each bucket holds as the tenants stop: reservations still there
+	// are requests in flight, or ones that will only expire.
+	for _, l := range lanes {
+		used, err := l.truth(context.Background())
+		for i, b := range l.buckets {
+			st, berr := getBucket(b.consumer, b.rt)
+			if err != nil || berr != nil {
+				t.Logf("%s as the tenants stop: %v %v", b, err, berr)
+				continue
+			}
+			t.Logf("%s as the tenants stop: the live objects use %d; allocated %d reserved %d in %d reservations",
+				b, used[i], st.Allocated, st.Reserved, len(st.Reservations))
+			for _, r := range st.Reservations {
+				t.Logf("  reservation %s amount %d total %d expires %s: %s/%s/%s", r.ID, r.Amount, r.Total, r.ExpiresAt.Format("15:04:05.000"), r.Object.Kind, r.Object.Namespace, r.Object.Name)
+			}
+		}
+	}
 	// Quiescence: every bucket's allocated is the truth, nothing reserved.
 	truths := map[string]int64{}
 	testenv.Eventually(t, 2*time.Minute, "every bucket at the live objects' usage", func() error {

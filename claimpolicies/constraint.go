@@ -23,6 +23,18 @@ func Enforced(p *quotav1alpha1.ClaimCreationPolicy) bool {
 		quotav1alpha1.IsTrue(p.Status.Conditions, quotav1alpha1.ConditionReady, p.Generation)
 }
 
+// Judging reports whether the status controller has yet to judge p's
+// current generation: an enabled policy, not being deleted, whose Ready
+// condition is for an earlier generation (just edited) or absent (just
+// made). The constraint made for the previous generation stays meanwhile:
+// removed and made again, the policy's objects went unchecked until every
+// Gatekeeper replica had loaded the new one (45 creates admitted past a
+// full bucket over five edits, TestAClaimPolicyEditLeavesNothingUnchecked).
+func Judging(p *quotav1alpha1.ClaimCreationPolicy) bool {
+	return p.DeletionTimestamp == nil && !p.Spec.Disabled &&
+		!quotav1alpha1.IsCurrent(p.Status.Conditions, quotav1alpha1.ConditionReady, p.Generation)
+}
+
 // Constraint is the QuotaClaimPolicy constraint that enforces p: named
 // after it, owned by it (so the garbage collector removes it with the
 // policy), matching the trigger's kind in every namespace (the policy's

@@ -65,6 +65,10 @@ func (r *claimPolicyReconciler) Reconcile(ctx context.Context, req reconcile.Req
 	if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
 	}
+	if err == nil && claimpolicies.Judging(p) {
+		// Its status update brings the policy back here.
+		return reconcile.Result{}, nil
+	}
 	if apierrors.IsNotFound(err) || !claimpolicies.Enforced(p) {
 		return r.removeConstraint(ctx, req.Name)
 	}

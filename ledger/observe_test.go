@@ -117,6 +117,59 @@ func TestObserveFoldsAnUpdateOnlyAtTheAmountItAskedFor(t *testing.T) {
 	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 9, Available: 1})
 }
 
+// Two updates of a kind without metadata.generation that grow the object
+// by the same amount one after the other, a 1 -> 4 and 4 -> 7, ask under
+// the same claim id, "uid-a/0/3". The second is a later update, not a
+// replay: its growth is reserved beside the first's (refused when it does
+// not fit), and the one reservation is folded only once the object counts
+// 7. Taken for a replay, it reserved nothing, the observer folded the
+// reservation at 4, and a create took the 3 units the second was about to
+// use (13 of 10).
+func TestALaterUpdateUnderTheSameClaimIDIsReservedToo(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	growth := func(total int64) ledger.Claim {
+		r := req(project("p"), rtProjects, 3, nil)
+		r.Total = total
+		return claim("uid-a/0/3", r)
+	}
+	obs := observed(1)
+	obs.Counted = map[string]ledger.CountedAt{"uid-a": {Amount: 1}}
+	mustObserve(t, f, projectsKey, obs)
+	mustReserve(t, f, growth(4))
+	// A replay of the first (Gatekeeper's retry, another replica) holds
+	// nothing more.
+	mustReserve(t, f, growth(4))
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 1, Reserved: 3, Available: 6})
+	if d := mustReserve(t, f, growth(7)); !d.Granted {
+		t.Fatalf("the later update denied: %s", d.Message())
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 1, Reserved: 6, Available: 3})
+
+	// The observer counts the object at 4: the first is in place, the
+	// second still in flight, so 3 stay reserved for it.
+	obs = observed(4)
+	obs.Counted = map[string]ledger.CountedAt{"uid-a": {Amount: 4}}
+	b := mustObserve(t, f, projectsKey, obs)
+	if r, ok := b.Reservations["uid-a/0/3"]; !ok || r.Amount != 6 || r.Total != 7 {
+		t.Fatalf("reservations %+v, want uid-a/0/3 of 6 with total 7 while the object counts 4", b.Reservations)
+	}
+	if d := mustReserve(t, f, claim("uid-b", req(project("p"), rtProjects, 6, nil))); d.Granted {
+		t.Fatalf("a create of 6 granted while a grows from 4 to 7 under 10")
+	}
+	// A third, to 10 from 7, does not fit beside them: refused, and the
+	// reservation is left as it was.
+	if d := mustReserve(t, f, growth(10)); d.Granted {
+		t.Fatalf("a third update granted past the limit: %s", d.Message())
+	}
+	obs = observed(7)
+	obs.Counted = map[string]ledger.CountedAt{"uid-a": {Amount: 7}}
+	if b := mustObserve(t, f, projectsKey, obs); len(b.Reservations) != 0 {
+		t.Fatalf("reservations %+v, want none once the object counts 7", b.Reservations)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 7, Available: 3})
+}
+
 func TestReservationFoldedBy(t *testing.T) {
 	for _, tc := range []struct {
 		r       ledger.Reservation

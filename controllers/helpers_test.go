@@ -80,31 +80,14 @@ func newGrant(t *testing.T, name string, c ledger.Consumer, allowances ...quotav
 
 // waitCondition waits for obj's condition of type to have status and
 // reason for obj's current generation, and returns its message.
-func waitCondition(t *testing.T, obj client.Object, typ string, status metav1.ConditionStatus, reason string) string {
+func waitCondition(t *testing.T, obj quotav1alpha1.ConditionGetter, typ string, status metav1.ConditionStatus, reason string) string {
 	t.Helper()
 	var msg string
 	testenv.Eventually(t, settle, "condition "+typ, func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}
-		var conds []metav1.Condition
-		switch o := obj.(type) {
-		case *quotav1alpha1.ResourceRegistration:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.ResourceGrant:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.ResourceClaim:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.AllowanceBucket:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.GrantCreationPolicy:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.ClaimCreationPolicy:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.QuotaBypass:
-			conds = o.Status.Conditions
-		}
-		c := meta.FindStatusCondition(conds, typ)
+		c := meta.FindStatusCondition(obj.GetConditions(), typ)
 		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != obj.GetGeneration() {
 			return fmt.Errorf("%s %s: condition %s = %+v, want %s/%s for generation %d", obj.GetObjectKind().GroupVersionKind().Kind,
 				obj.GetName(), typ, c, status, reason, obj.GetGeneration())

@@ -1,14 +1,22 @@
 package controllers_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/controllers"
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -121,4 +129,28 @@ func TestClaimValidatedWhenDecided(t *testing.T) {
 		}
 	}
 	wantBucket(t, bucketKey(acme, rt, nil), usage{5, 0, 0, 5})
+}
+
+// The claim controller decides and releases nothing before its grant mirror
+// holds every grant: a reconcile waits for the sync (here, until its
+// deadline) without reading the claim. The wait is explicit in Reconcile; it
+// was a watch of the mirror that enqueued nothing, kept only for the
+// controller's start to wait on.
+func TestClaimReconcileWaitsForTheGrantMirror(t *testing.T) {
+	var calls []string
+	c := interceptor.NewClient(nil, interceptor.Funcs{
+		Get: func(_ context.Context, _ client.WithWatch, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+			calls = append(calls, "get "+key.String())
+			return errors.New("no client in this test")
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := controllers.ReconcileClaim(ctx, c, grants.NewMirror(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "claim"}})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for the grant mirror to sync") {
+		t.Fatalf("reconcile before the mirror synced: %v, want it to wait for the sync until its deadline", err)
+	}
+	if len(calls) != 0 {
+		t.Fatalf("reconcile before the mirror synced read %v", calls)
+	}
 }

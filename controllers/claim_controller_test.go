@@ -154,3 +154,43 @@ func TestClaimReconcileWaitsForTheGrantMirror(t *testing.T) {
 		t.Fatalf("reconcile before the mirror synced read %v", calls)
 	}
 }
+
+// A view (a claim the observer writes to show what an object counts) holds
+// nothing: it gets no finalizer, the claim controller never decides it, and it
+// goes at once when deleted. (That no claim becomes a view or stops being
+// one is the claim webhook's, tested in webhooks/claim_test.go.)
+func TestViewClaimsAreNeitherDecidedNorHeld(t *testing.T) {
+	needEnv(t)
+	const cpu = "t31.example.com/cpu"
+	acme := orgConsumer("acme-t31")
+	newRegistration(t, "t31-cpu", cpu, organizationType)
+	newNamespace(t, "t31-tenant", tenantOf("acme-t31"))
+
+	view := claimObject("t31-tenant", "view", acme, builders.Request(cpu, 1, nil))
+	view.Labels = map[string]string{quotav1alpha1.ViewLabel: "true"}
+	if err := k8s.Create(ctx, view); err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Finalizers) != 0 {
+		t.Fatalf("a view got finalizers %v", view.Finalizers)
+	}
+	// A claim made after the view is decided: the controller has had its
+	// chance at the view.
+	real := waitDecided(t, newClaim(t, "t31-tenant", "real", acme, builders.Request(cpu, 1, nil)))
+	if c := grantedCondition(real); c.Status != metav1.ConditionFalse || c.Reason != quotav1alpha1.ReasonQuotaExceeded {
+		t.Fatalf("the claim after the view: %+v", c)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(view), view); err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Status.Conditions) != 0 || len(view.Status.Allocations) != 0 || len(view.Finalizers) != 0 {
+		t.Fatalf("the claim controller touched a view: finalizers %v status %+v", view.Finalizers, view.Status)
+	}
+
+	if err := k8s.Delete(ctx, view); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(view), view); !apierrors.IsNotFound(err) {
+		t.Fatalf("a deleted view is still there (%v): finalizers %v", err, view.Finalizers)
+	}
+}

@@ -2,15 +2,13 @@ package controllers_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	eventsv1 "k8s.io/api/events/v1"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	eventsv1 "k8s.io/api/events/v1"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,20 +80,7 @@ func newGrant(t *testing.T, name string, c ledger.Consumer, allowances ...quotav
 // reason for obj's current generation, and returns its message.
 func waitCondition(t *testing.T, obj quotav1alpha1.ConditionGetter, typ string, status metav1.ConditionStatus, reason string) string {
 	t.Helper()
-	var msg string
-	testenv.Eventually(t, settle, "condition "+typ, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(obj.GetConditions(), typ)
-		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != obj.GetGeneration() {
-			return fmt.Errorf("%s %s: condition %s = %+v, want %s/%s for generation %d", obj.GetObjectKind().GroupVersionKind().Kind,
-				obj.GetName(), typ, c, status, reason, obj.GetGeneration())
-		}
-		msg = c.Message
-		return nil
-	})
-	return msg
+	return testenv.WaitCondition(t, k8s, settle, obj, typ, status, reason)
 }
 
 func claimObject(ns, name string, c ledger.Consumer, reqs ...quotav1alpha1.ResourceRequest) *quotav1alpha1.ResourceClaim {
@@ -173,30 +158,6 @@ func wantBucket(t *testing.T, key ledger.BucketKey, want usage) *quotav1alpha1.A
 		return nil
 	})
 	return b
-}
-
-// requireInvalid asserts err is a 422 Invalid whose causes include one for
-// field with exactly message want, as the webhook words it.
-func requireInvalid(t *testing.T, err error, field, want string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("accepted; want %s rejected with %q", field, want)
-	}
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) || !apierrors.IsInvalid(err) || status.Status().Details == nil {
-		t.Fatalf("want Invalid with details, got %v", err)
-	}
-	var seen []string
-	for _, c := range status.Status().Details.Causes {
-		seen = append(seen, c.Field+": "+c.Message)
-		if c.Field == field && c.Message == want {
-			if !strings.Contains(err.Error(), want) {
-				t.Fatalf("message %q does not carry %q", err.Error(), want)
-			}
-			return
-		}
-	}
-	t.Fatalf("no cause %s: %q; causes:\n  %s", field, want, strings.Join(seen, "\n  "))
 }
 
 // grantedClaims is what the Granted, live claims hold per bucket of the

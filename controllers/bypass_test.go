@@ -12,6 +12,7 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/bypass"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -57,11 +58,6 @@ func waitConstraint(t *testing.T, name, want string) {
 	})
 }
 
-func bypassObject(name, reason string, d time.Duration, cs ...quotav1alpha1.BypassedConstraint) *quotav1alpha1.QuotaBypass {
-	return &quotav1alpha1.QuotaBypass{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: quotav1alpha1.QuotaBypassSpec{Reason: reason, Duration: metav1.Duration{Duration: d}, Constraints: cs}}
-}
-
 const (
 	relaxed  = `action=warn bypass=%q original="deny"`
 	restored = `action=deny bypass="" original=""`
@@ -78,10 +74,8 @@ func TestBypassRelaxesItsConstraintsUntilItEnds(t *testing.T) {
 	newQuotaEntity(t, "t60-warn", "warn")
 	newQuotaEntity(t, "t60-other", "deny")
 
-	b := bypassObject("t60-outage", "INC-1: Gatekeeper cannot reach the API server", 6*time.Second,
-		quotav1alpha1.BypassedConstraint{Kind: "QuotaEntity", Name: "t60-deny"},
-		quotav1alpha1.BypassedConstraint{Kind: "QuotaEntity", Name: "t60-warn"},
-		quotav1alpha1.BypassedConstraint{Kind: "QuotaEntity", Name: "t60-missing"})
+	b := builders.Bypass("t60-outage", "INC-1: Gatekeeper cannot reach the API server", 6*time.Second).
+		Constraint("QuotaEntity", "t60-deny").Constraint("QuotaEntity", "t60-warn").Constraint("QuotaEntity", "t60-missing").Obj()
 	if err := k8s.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +135,7 @@ func TestBypassRelaxesItsConstraintsUntilItEnds(t *testing.T) {
 
 	// Deleting an active bypass restores before it goes; "*" names every
 	// constraint of the kind.
-	all := bypassObject("t60-all", "INC-2", time.Hour, quotav1alpha1.BypassedConstraint{Kind: "QuotaEntity", Name: "*"})
+	all := builders.Bypass("t60-all", "INC-2", time.Hour).Constraint("QuotaEntity", "*").Obj()
 	if err := k8s.Create(ctx, all); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/controllers"
 	"github.com/quotakeeper/quotakeeper/grants"
@@ -166,8 +167,7 @@ func TestViewClaimsAreNeitherDecidedNorHeld(t *testing.T) {
 	newRegistration(t, "t31-cpu", cpu, organizationType)
 	newNamespace(t, "t31-tenant", tenantOf("acme-t31"))
 
-	view := claimObject("t31-tenant", "view", acme, builders.Request(cpu, 1, nil))
-	view.Labels = map[string]string{quotav1alpha1.ViewLabel: "true"}
+	view := builders.Claim("view", "t31-tenant").Consumer(ledgerconv.ConsumerRef(acme)).Request(cpu, 1, nil).View().Obj()
 	if err := k8s.Create(ctx, view); err != nil {
 		t.Fatal(err)
 	}

@@ -270,16 +270,8 @@ func requireAgreement(t *testing.T, consumers ...ledger.Consumer) {
 
 // createConfigMapRegistration registers a namespace-consumed resource type.
 func createConfigMapRegistration(ctx context.Context) error {
-	reg := &quotav1alpha1.ResourceRegistration{
-		ObjectMeta: metav1.ObjectMeta{Name: "configmaps-per-namespace"},
-		Spec: quotav1alpha1.ResourceRegistrationSpec{
-			ConsumerTypeRef:   quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"},
-			Type:              quotav1alpha1.RegistrationTypeEntity,
-			ResourceType:      rtConfigMaps,
-			BaseUnit:          "configmap",
-			ClaimingResources: []quotav1alpha1.GroupKind{{Kind: "ConfigMap"}},
-		},
-	}
+	reg := builders.Registration("configmaps-per-namespace", rtConfigMaps).Consumer(quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"}).
+		Type(quotav1alpha1.RegistrationTypeEntity).BaseUnit("configmap").ClaimingResources(quotav1alpha1.GroupKind{Kind: "ConfigMap"}).Obj()
 	return k8s.Create(ctx, reg)
 }
 

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -61,7 +62,7 @@ func TestOnlyBypassGroupsBreakTheGlass(t *testing.T) {
 			t.Fatalf("%s as mallory: got %v\nwant %s", verb, err, want)
 		}
 	}
-	b := bypassObject("t61-bypass", "INC-3: ledger writes time out", 10*time.Minute, c)
+	b := builders.Bypass("t61-bypass", "INC-3: ledger writes time out", 10*time.Minute).Constraints(c).Obj()
 	refused(mallory.Create(ctx, b.DeepCopy()), "create")
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(b), &quotav1alpha1.QuotaBypass{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("refused bypass stored: %v", err)
@@ -146,9 +147,4 @@ func wantRequested(t *testing.T, name, action, note string) {
 		}
 		return fmt.Errorf("no BypassRequested %q; seen %q", note, seen)
 	})
-}
-
-func bypassObject(name, reason string, d time.Duration, cs ...quotav1alpha1.BypassedConstraint) *quotav1alpha1.QuotaBypass {
-	return &quotav1alpha1.QuotaBypass{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: quotav1alpha1.QuotaBypassSpec{Reason: reason, Duration: metav1.Duration{Duration: d}, Constraints: cs}}
 }

@@ -69,8 +69,7 @@ func TestTheViewLabelIsSetAtCreationOnly(t *testing.T) {
 	newRegistration(t, "t31-cpu", cpu, organizationType)
 	newNamespace(t, "t31-tenant", tenantOf("acme-t31"))
 
-	view := claimObject("t31-tenant", "view", acme, builders.Request(cpu, 1, nil))
-	view.Labels = map[string]string{quotav1alpha1.ViewLabel: "true"}
+	view := builders.Claim("view", "t31-tenant").Consumer(acme).Request(cpu, 1, nil).View().Obj()
 	if err := k8s.Create(ctx, view); err != nil {
 		t.Fatal(err)
 	}

@@ -26,9 +26,7 @@ func TestWebhooksRejectBadGrants(t *testing.T) {
 	newGrant(t, "t12-big", acme, builders.Allowance(cpu, math.MaxInt64-10))
 
 	// A registration being deleted (held by a finalizer) is not active.
-	heldReg := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "t12-held", Finalizers: []string{"quotakeeper-test/hold"}},
-		Spec: quotav1alpha1.ResourceRegistrationSpec{ConsumerTypeRef: organizationType, Type: quotav1alpha1.RegistrationTypeAllocation,
-			ResourceType: held, BaseUnit: "unit", ClaimingResources: []quotav1alpha1.GroupKind{{Kind: "ConfigMap"}}}}
+	heldReg := registration("t12-held", held, organizationType).Finalizer("quotakeeper-test/hold").Obj()
 	if err := k8s.Create(ctx, heldReg); err != nil {
 		t.Fatal(err)
 	}

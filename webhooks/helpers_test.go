@@ -41,12 +41,18 @@ func waitCondition(t *testing.T, obj quotav1alpha1.ConditionGetter, typ string, 
 	return testenv.WaitCondition(t, k8s, settle, obj, typ, status, reason)
 }
 
-// newRegistration creates an Allocation registration of rt claimed by
-// ConfigMaps and waits for it to be Active.
+// registration is an Allocation registration of rt consumed by consumer,
+// claimed by ConfigMaps, split by dims.
+func registration(name, rt string, consumer quotav1alpha1.ConsumerTypeRef, dims ...string) *builders.RegistrationWrapper {
+	return builders.Registration(name, rt).Consumer(consumer).Type(quotav1alpha1.RegistrationTypeAllocation).
+		BaseUnit("unit").Dimensions(dims...).ClaimingResources(quotav1alpha1.GroupKind{Kind: "ConfigMap"})
+}
+
+// newRegistration creates registration(name, rt, consumer, dims...) and
+// waits for it to be Active.
 func newRegistration(t *testing.T, name, rt string, consumer quotav1alpha1.ConsumerTypeRef, dims ...string) *quotav1alpha1.ResourceRegistration {
 	t.Helper()
-	reg := builders.Registration(name, rt).Consumer(consumer).Type(quotav1alpha1.RegistrationTypeAllocation).
-		BaseUnit("unit").Dimensions(dims...).ClaimingResources(quotav1alpha1.GroupKind{Kind: "ConfigMap"}).Obj()
+	reg := registration(name, rt, consumer, dims...).Obj()
 	if err := k8s.Create(ctx, reg); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // Reserve is the admission path: it holds every requested amount as a
@@ -116,12 +118,18 @@ func (l *Ledger) reserve(ctx context.Context, claim Claim) (Decision, []target, 
 			// whatever this call wrote is undone behind it, including a
 			// write still in flight (ErrOutcomeUnknown), which the store
 			// orders before the undo. The claim stays locked until then, so
-			// a replay cannot interleave.
+			// a replay cannot interleave. Nobody is left to return a failed
+			// undo to: it is logged (with the logger of the caller's
+			// context, else klog's), and the reservations it left hold
+			// quota until they expire.
 			undo, release := append(added, ts[i]), unlock
 			unlock = nil
 			go func() {
 				defer release()
-				_ = l.rollback(ctx, claim.ID, expires, undo)
+				if err := l.rollback(ctx, claim.ID, expires, undo); err != nil {
+					klog.FromContext(ctx).Error(err, "rolling back a reservation whose caller gave up failed; it holds quota until it expires",
+						"claim", claim.ID, "expires", expires)
+				}
 			}()
 			return Decision{}, nil, time.Time{}, err
 		case err != nil:

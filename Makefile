@@ -272,9 +272,13 @@ e2e: testbin gatekeeper manager $(HELM) ## End-to-end tests only: Gatekeeper rep
 faults: testbin gatekeeper manager $(HELM) ## The fault suite only: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults).
 	go test $(GO_TEST_FLAGS) -v ./test/faults/
 
-# The exactness harness (test/e2e/harness_test.go): randomized tenant
-# actions against one consumer, checked against an independent count of the
-# live objects. make test runs 300 actions with a seed from the clock; this
+# The exactness harness (test/e2e/harness_test.go): randomized tenant and
+# platform actions of every kind that changes what an object counts (create,
+# grow and shrink with and without generation, scale, label in and out of
+# scope, relabel a namespace, delete, orphaning delete, constraint and policy
+# edits, claim-policy updates) against four consumers, checked against an
+# independent count of the live objects. make test runs 600 actions with a
+# seed from the clock; this
 # runs EXACTNESS_ACTIONS with EXACTNESS_SEED (0: from the clock), printing
 # the seed to replay, the actions taken and the violations found.
 EXACTNESS_ACTIONS ?= 2000

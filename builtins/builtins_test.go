@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,9 +23,30 @@ import (
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
+// process is the Env of evaluations whose context carries none, as a
+// Gatekeeper process hands its own to Register: most tests here decide
+// through it (useEnv), the way Gatekeeper's audit does.
+var process atomic.Pointer[builtins.Env]
+
 func TestMain(m *testing.M) {
-	builtins.Register()
+	if err := builtins.Register(process.Load); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	os.Exit(m.Run())
+}
+
+// useEnv makes the process's Env the current one changed by change, until
+// the test ends.
+func useEnv(t *testing.T, change func(*builtins.Env)) {
+	t.Helper()
+	var env builtins.Env
+	if cur := process.Load(); cur != nil {
+		env = *cur
+	}
+	change(&env)
+	process.Store(&env)
+	t.Cleanup(func() { process.Store(nil) })
 }
 
 var (
@@ -40,8 +62,7 @@ func useLedger(t *testing.T, grants ...ledger.Grant) *ledger.Ledger {
 		t.Fatal(err)
 	}
 	l := ledger.New(ledger.NewMemoryStore(), set)
-	builtins.Use(l)
-	t.Cleanup(func() { builtins.Use(nil) })
+	useEnv(t, func(env *builtins.Env) { env.Ledger = l })
 	return l
 }
 
@@ -227,8 +248,9 @@ func (m unitMap) UnitsFor(rt string) (quotav1alpha1.Units, bool) {
 // resource type it does not know, no units.
 func TestResultsCarryUnitsAndDisplayWritesThemExactly(t *testing.T) {
 	useLedger(t, ledger.Grant{ID: "g", Consumer: teamA, ResourceType: "core/pods", Amount: 2500})
-	builtins.UseUnits(unitMap{"core/pods": {BaseUnit: "millipods", DisplayUnit: "pods", UnitConversionFactor: 1000}})
-	t.Cleanup(func() { builtins.UseUnits(nil) })
+	useEnv(t, func(env *builtins.Env) {
+		env.Units = unitMap{"core/pods": {BaseUnit: "millipods", DisplayUnit: "pods", UnitConversionFactor: 1000}}
+	})
 	units := map[string]any{"baseUnit": "millipods", "displayUnit": "pods", "unitConversionFactor": jsonNumber(1000)}
 
 	d := mustEval(t, "quota.reserve(input)", claim("c1", pods(teamA, 500))).(map[string]any)
@@ -251,7 +273,7 @@ func TestResultsCarryUnitsAndDisplayWritesThemExactly(t *testing.T) {
 		assertEqual(t, tc.call, mustEval(t, tc.call, nil), tc.want)
 	}
 
-	builtins.UseUnits(nil)
+	useEnv(t, func(env *builtins.Env) { env.Units = nil })
 	u = mustEval(t, "quota.usage(input)", query).(map[string]any)
 	assertEqual(t, "units without a source", u["units"], map[string]any{})
 }
@@ -385,7 +407,7 @@ func overflowText(t *testing.T) string {
 }
 
 func TestEveryCallHaltsWithoutALedger(t *testing.T) {
-	builtins.Use(nil)
+	useEnv(t, func(env *builtins.Env) { env.Ledger = nil })
 	for call, input := range map[string]any{
 		"quota.reserve(input)":    claim("c", pods(teamA, 1)),
 		"quota.usage(input)":      map[string]any{"consumer": map[string]any{"kind": "Namespace", "name": "team-a"}, "resourceType": "core/pods"},
@@ -413,8 +435,7 @@ func (brokenStore) Get(context.Context, ledger.BucketKey) (ledger.Bucket, bool, 
 func (brokenStore) List(context.Context) ([]ledger.Bucket, error) { return nil, errBroken }
 
 func TestStoreErrorsHalt(t *testing.T) {
-	builtins.Use(ledger.New(brokenStore{}, ledger.NewGrantSet()))
-	t.Cleanup(func() { builtins.Use(nil) })
+	useEnv(t, func(env *builtins.Env) { env.Ledger = ledger.New(brokenStore{}, ledger.NewGrantSet()) })
 	_, err := eval(t, "quota.reserve(input)", claim("c1", pods(teamA, 1)))
 	assertEqual(t, "reserve", haltMessage(t, err), `quota.reserve: reserving claim "c1": etcd unavailable`)
 	_, err = eval(t, "quota.usage(input)", map[string]any{"consumer": map[string]any{"kind": "Namespace", "name": "team-a"}, "resourceType": "core/pods"})
@@ -434,8 +455,7 @@ func TestOverLimitSaysWhetherAnyBucketHoldsMoreThanItsLimit(t *testing.T) {
 	}
 	setLimit(3)
 	l := ledger.New(ledger.NewMemoryStore(), set)
-	builtins.Use(l)
-	t.Cleanup(func() { builtins.Use(nil) })
+	useEnv(t, func(env *builtins.Env) { env.Ledger = l })
 
 	assertEqual(t, "no bucket", mustEval(t, "quota.over_limit(input)", "core/pods"), false)
 	mustEval(t, "quota.reserve(input)", claim("c1", pods(teamA, 3)))
@@ -504,7 +524,10 @@ func TestQuantityHaltsOnBadInput(t *testing.T) {
 }
 
 func TestRegisterDeclaresEachBuiltinOnceNondeterministicWhereStateful(t *testing.T) {
-	builtins.Register() // again: must not declare twice
+	// Again (TestMain did): refused, so nothing is declared twice.
+	if err := builtins.Register(nil); err == nil || err.Error() != "the quota builtins are already registered: a process registers them once" {
+		t.Errorf("second Register: %v", err)
+	}
 	want := map[string]bool{builtins.ReserveName: true, builtins.UsageName: true, builtins.OverLimitName: true, builtins.QuantityName: false}
 	seen := map[string]int{}
 	for _, b := range ast.Builtins {
@@ -570,9 +593,9 @@ func (stalledStore) Apply(ctx context.Context, key ledger.BucketKey, _ func(*led
 // request is denied) with a message that says so, instead of outliving the
 // admission request.
 func TestReserveHaltsAtTheDeadline(t *testing.T) {
-	builtins.Use(ledger.New(stalledStore{}, ledger.NewGrantSet()))
-	builtins.SetDeadline(50 * time.Millisecond)
-	t.Cleanup(func() { builtins.Use(nil); builtins.SetDeadline(0) })
+	useEnv(t, func(env *builtins.Env) {
+		env.Ledger, env.Deadline = ledger.New(stalledStore{}, ledger.NewGrantSet()), 50*time.Millisecond
+	})
 	_, err := eval(t, "quota.reserve(input)", claim("c1", pods(teamA, 1)))
 	assertEqual(t, "reserve", haltMessage(t, err),
 		`quota.reserve: reserving claim "c1": bucket `+bucket(teamA)+` not written: no decision within the quota deadline of 50ms`)

@@ -9,28 +9,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 )
 
-// implementations are the builtins by name, each taking its arguments as
-// Rego passes them: what Call dispatches to, so that the External Data
-// provider decides with the very functions Rego calls in the builtin mode.
-var implementations = map[string]rego.BuiltinDyn{
-	ReserveName:      one(reserve),
-	UsageName:        one(usage),
-	OverLimitName:    one(overLimit),
-	QuantityName:     two(quantity),
-	DisplayName:      two(display),
-	PolicyClaimName:  one(policyClaim),
-	PodResourcesName: one(podResources),
-	SelectsName:      two(selects),
-}
-
-func one(f func(rego.BuiltinContext, *ast.Term) (*ast.Term, error)) rego.BuiltinDyn {
-	return func(bctx rego.BuiltinContext, args []*ast.Term) (*ast.Term, error) { return f(bctx, args[0]) }
-}
-
-func two(f func(rego.BuiltinContext, *ast.Term, *ast.Term) (*ast.Term, error)) rego.BuiltinDyn {
-	return func(bctx rego.BuiltinContext, args []*ast.Term) (*ast.Term, error) { return f(bctx, args[0], args[1]) }
-}
-
 // CallError is a builtin call that did not answer: what halts the
 // evaluation in the builtin mode. Its message is the builtin's own.
 type CallError struct {
@@ -43,17 +21,23 @@ func (e *CallError) Error() string { return fmt.Sprintf("%s: %v", e.Builtin, e.E
 func (e *CallError) Unwrap() error { return e.Err }
 
 // Call calls the quota builtin name with args (JSON values: decode numbers
-// as json.Number, so that amounts stay exact) as an admission review's Rego
-// would in this process, and returns its answer as a JSON value. It is how
+// as json.Number, so that amounts stay exact) against env, as an admission
+// review's Rego would, and returns its answer as a JSON value. It is how
 // the External Data provider (package externaldata) answers Gatekeeper's
-// external_data calls: one decision code for both admission modes. A call
-// that halts, or returns nothing, is a *CallError.
-func Call(ctx context.Context, name string, args []any) (any, error) {
-	impl, ok := implementations[name]
-	if !ok {
+// external_data calls: the implementations Register registers, so one
+// decision code serves both admission modes. A call that halts, or
+// returns nothing, is a *CallError.
+func Call(ctx context.Context, env *Env, name string, args []any) (any, error) {
+	var decl *rego.Function
+	for _, f := range declare().all() {
+		if f.Name == name {
+			decl = f
+		}
+	}
+	if decl == nil {
 		return nil, &CallError{Builtin: name, Err: errors.New("not a quota builtin")}
 	}
-	if want := len(functionNamed(name).Decl.FuncArgs().Args); len(args) != want {
+	if want := len(decl.Decl.FuncArgs().Args); len(args) != want {
 		return nil, &CallError{Builtin: name, Err: fmt.Errorf("takes %d arguments, got %d", want, len(args))}
 	}
 	terms := make([]*ast.Term, len(args))
@@ -64,7 +48,7 @@ func Call(ctx context.Context, name string, args []any) (any, error) {
 		}
 		terms[i] = ast.NewTerm(v)
 	}
-	t, err := impl(rego.BuiltinContext{Context: ctx}, terms)
+	t, err := call(env, rego.BuiltinContext{Context: ctx}, name, terms)
 	if err != nil {
 		// A halt's message is its cause's (rego.HaltError delegates).
 		return nil, &CallError{Builtin: name, Err: err}
@@ -79,23 +63,36 @@ func Call(ctx context.Context, name string, args []any) (any, error) {
 	return out, nil
 }
 
-// functionNamed is the declaration of the builtin name; nil for a name
-// that is not one.
-func functionNamed(name string) *rego.Function {
-	for _, f := range functions {
-		if f.Name == name {
-			return f
-		}
+// call dispatches to the implementation Register registers for name.
+func call(env *Env, bctx rego.BuiltinContext, name string, a []*ast.Term) (*ast.Term, error) {
+	switch name {
+	case ReserveName:
+		return reserve(env, bctx, a[0])
+	case UsageName:
+		return usage(env, bctx, a[0])
+	case OverLimitName:
+		return overLimit(env, bctx, a[0])
+	case PolicyClaimName:
+		return policyClaim(env, bctx, a[0])
+	case QuantityName:
+		return quantity(bctx, a[0], a[1])
+	case DisplayName:
+		return display(bctx, a[0], a[1])
+	case PodResourcesName:
+		return podResources(bctx, a[0])
+	case SelectsName:
+		return selects(bctx, a[0], a[1])
 	}
-	return nil
+	return nil, errors.New("not a quota builtin")
 }
 
 // Declarations are the quota builtins' names and arities, in declaration
-// order: what the stock-mode Rego (package rego's external data library)
+// order: what the stock-mode Rego (package rego's External Data library)
 // forwards to the provider.
 func Declarations() []Declaration {
-	out := make([]Declaration, len(functions))
-	for i, f := range functions {
+	fs := declare().all()
+	out := make([]Declaration, len(fs))
+	for i, f := range fs {
 		out[i] = Declaration{Name: f.Name, Arity: len(f.Decl.FuncArgs().Args), Nondeterministic: f.Nondeterministic}
 	}
 	return out

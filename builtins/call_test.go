@@ -12,9 +12,10 @@ import (
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
-// Call answers exactly what Rego's call of the same builtin returns, for
-// each builtin, with JSON arguments as the provider decodes them (numbers
-// as json.Number): one decision code for both admission modes.
+// Call answers exactly what Rego's call of the same builtin returns against
+// the same Env, for each builtin, with JSON arguments as the provider
+// decodes them (numbers as json.Number): one decision code for both
+// admission modes.
 func TestCallAnswersAsRego(t *testing.T) {
 	useLedger(t, ledger.Grant{ID: "g", Consumer: teamA, ResourceType: "core/configmaps", Amount: 2})
 	claim := `{"id": "uid-1", "object": {"apiGroup": "", "kind": "ConfigMap", "namespace": "team-a", "name": "cm", "uid": "uid-1"},
@@ -36,7 +37,7 @@ func TestCallAnswersAsRego(t *testing.T) {
 			if err := d.Decode(&args); err != nil {
 				t.Fatal(err)
 			}
-			got, err := builtins.Call(context.Background(), tc.builtin, args)
+			got, err := builtins.Call(context.Background(), process.Load(), tc.builtin, args)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,7 +58,6 @@ func TestCallAnswersAsRego(t *testing.T) {
 // A halt is a *CallError with the builtin's own message; an unknown builtin
 // or a wrong number of arguments too.
 func TestCallErrors(t *testing.T) {
-	builtins.Use(nil)
 	for _, tc := range []struct {
 		builtin string
 		args    []any
@@ -68,7 +68,7 @@ func TestCallErrors(t *testing.T) {
 		{"http.send", []any{map[string]any{}}, "http.send: not a quota builtin"},
 		{"quota.usage", nil, "quota.usage: takes 1 arguments, got 0"},
 	} {
-		_, err := builtins.Call(context.Background(), tc.builtin, tc.args)
+		_, err := builtins.Call(context.Background(), &builtins.Env{}, tc.builtin, tc.args)
 		var ce *builtins.CallError
 		if !errors.As(err, &ce) || err.Error() != tc.want {
 			t.Errorf("Call(%s): error %v, want *CallError %q", tc.builtin, err, tc.want)

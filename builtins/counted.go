@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
 
 	"github.com/quotakeeper/quotakeeper/counted"
 	"github.com/quotakeeper/quotakeeper/ledger"
@@ -18,31 +17,17 @@ type CountedPolicies interface {
 	Counted(version string) bool
 }
 
-var countedPolicies atomic.Pointer[CountedPolicies]
-
-// UseCountedPolicies makes quota.reserve deny every claim whose constraint's
-// policy version c does not hold: a constraint new or changed since the
-// observer last counted is not decided against buckets that may not count
-// what it now covers. nil (the default, and what Rego tests and quotactl's
-// offline suites run with) checks nothing.
-func UseCountedPolicies(c CountedPolicies) {
-	if c == nil {
-		countedPolicies.Store(nil)
-		return
-	}
-	countedPolicies.Store(&c)
-}
-
 // ReasonRecounting is a request's reason when its constraint is being
 // recounted.
 const ReasonRecounting = "Recounting"
 
-// recounting is the denial of claim when its constraint's policy version
-// (version, from the constraint's parameters) has not been counted yet, or
-// nil.
-func recounting(claim ledger.Claim, version string) map[string]any {
-	p := countedPolicies.Load()
-	if p == nil || (version != "" && (*p).Counted(version)) {
+// recounting is the denial of claim when env's Counted does not hold its
+// constraint's policy version (version, from the constraint's parameters),
+// or nil: a constraint new or changed since the observer last counted is
+// not decided against buckets that may not count what it now covers. An Env
+// without Counted checks nothing.
+func recounting(env *Env, claim ledger.Claim, version string) map[string]any {
+	if env == nil || env.Counted == nil || (version != "" && env.Counted.Counted(version)) {
 		return nil
 	}
 	var types []string

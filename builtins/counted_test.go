@@ -25,8 +25,7 @@ func TestReserveDeniesWhileTheConstraintIsRecounted(t *testing.T) {
 	l := useLedger(t, ledger.Grant{ID: "g", Consumer: teamA, ResourceType: "core/pods", Amount: 2})
 	record := counted.Record{}
 	record.Add("QuotaEntity/pods/00000000000000aa")
-	builtins.UseCountedPolicies(published(record))
-	t.Cleanup(func() { builtins.UseCountedPolicies(nil) })
+	useEnv(t, func(env *builtins.Env) { env.Counted = published(record) })
 
 	const recountMsg = "quota for core/pods is being recounted under QuotaEntity pods, retry in a few seconds"
 	for _, tc := range []struct{ name, version, msg string }{

@@ -3,7 +3,6 @@ package builtins
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 )
 
@@ -12,22 +11,16 @@ import (
 // answer with the denial before the API server gives up on it.
 const DefaultDeadline = 8 * time.Second
 
-var deadline atomic.Int64 // a time.Duration; 0: only the request's own context bounds a call
-
-// SetDeadline bounds every later quota.reserve call to d (0: no bound of its
-// own). A call that reaches it halts, so the request is denied, and what it
-// wrote is undone behind it (ledger.Reserve): a reservation never outlives
-// the admission request that asked for it.
-func SetDeadline(d time.Duration) { deadline.Store(int64(d)) }
-
 // withDeadline is the context a builtin call waits under: the evaluation's
 // (Gatekeeper's request context, cancelled when the API server stops
-// waiting), bounded by the deadline.
-func withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+// waiting), bounded by the Env's deadline d (0: no bound of its own). A call
+// that reaches it halts, so the request is denied, and what it wrote is
+// undone behind it (ledger.Reserve): a reservation never outlives the
+// admission request that asked for it.
+func withDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	d := time.Duration(deadline.Load())
 	if d <= 0 {
 		return context.WithCancel(ctx)
 	}

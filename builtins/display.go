@@ -3,7 +3,6 @@ package builtins
 import (
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -21,30 +20,15 @@ type UnitSource interface {
 	UnitsFor(resourceType string) (quotav1alpha1.Units, bool)
 }
 
-type unitSourceHolder struct{ UnitSource }
-
-var currentUnits atomic.Pointer[unitSourceHolder]
-
-// UseUnits makes s the source of the units quota.reserve and quota.usage
-// return; nil unsets it. Without one they return no units, and denials
-// carry base-unit numbers only: units only change how a number is shown,
-// never a decision, so a source that has not loaded yet fails nothing.
-func UseUnits(s UnitSource) {
-	if s == nil {
-		currentUnits.Store(nil)
-		return
-	}
-	currentUnits.Store(&unitSourceHolder{s})
-}
-
-// unitsJSON is resourceType's units as the builtins return them; {} when
-// unknown.
-func unitsJSON(resourceType string) map[string]any {
-	h := currentUnits.Load()
-	if h == nil {
+// units is resourceType's units from env's source as the builtins return
+// them; {} when unknown or env has no source. Without one denials carry
+// base-unit numbers only: units only change how a number is shown, never a
+// decision, so a source that has not loaded yet fails nothing.
+func (env *Env) units(resourceType string) map[string]any {
+	if env == nil || env.Units == nil {
 		return map[string]any{}
 	}
-	u, ok := h.UnitsFor(resourceType)
+	u, ok := env.Units.UnitsFor(resourceType)
 	if !ok {
 		return map[string]any{}
 	}

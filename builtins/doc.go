@@ -9,19 +9,27 @@
 // The argument and result shapes are documented in docs/policy-authoring.md
 // and on each declaration (see Capabilities).
 //
-// # Registration and the ledger
+// # Registration and the Env
 //
-// OPA builtins are process-global: Register adds them to OPA's builtin table
-// and must run before any Rego compiler or frameworks driver is created,
-// because a driver copies the table (its capabilities) when it is built.
-// Gatekeeper's overlay init() calls it; tests call it from TestMain.
+// OPA's builtin table is process-global, and Gatekeeper's frameworks rego
+// driver evaluates with it (it takes no functions of its own): Register adds
+// the builtins there and must run before any Rego compiler or frameworks
+// driver is created, because a driver copies the table (its capabilities)
+// when it is built. The hosting process calls it once: Gatekeeper's overlay
+// init() (package plugin), quotactl's and the manager's main, and each test
+// binary's TestMain.
 //
-// Which ledger the builtins use is the hosting process's choice, made with
-// Use: a memory-store ledger for quotactl and tests, the Kubernetes store
-// inside Gatekeeper. The ClaimCreationPolicies quota.policy_claim renders
-// are set the same way, with UseClaimPolicies, and the registrations' units
-// that quota.reserve and quota.usage return with UseUnits. Both are package-level
-// settings because OPA gives a builtin no other way to reach process state.
+// What the builtins decide against — the ledger, the registrations' units,
+// the ClaimCreationPolicies quota.policy_claim renders, the counted policy
+// versions and the deadline — is an Env, which the hosting process builds
+// (a memory-store ledger for quotactl and tests, the Kubernetes store inside
+// Gatekeeper) and the package never stores. An evaluation finds it in its
+// context (WithEnv: quotactl's suites, the observer, Rego tests), or else
+// asks the process's, which the process handed to Register as a function
+// (Gatekeeper's admission and audit, the OPA CLI under quotactl opa, whose
+// evaluations it cannot give a context). So two evaluations with different
+// ledgers run side by side, and the package keeps no mutable state
+// (golangci-lint's gochecknoglobals holds it to that).
 //
 // A review's context may carry a Reservations (WithReservations): quota.reserve
 // then records there what each granted call added, so that the hosting

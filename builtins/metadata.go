@@ -35,9 +35,6 @@ type RecordedClaim struct {
 	Metadata ClaimMetadata
 }
 
-// metadataFields are the keys claim.metadata may have.
-var metadataFields = []string{"name", "generateName", "namespace", "labels", "annotations"}
-
 // metadata decodes and validates m["metadata"]; absent is the zero value.
 func (d *decoder) metadata(path string, m map[string]any) ClaimMetadata {
 	v, ok := m["metadata"]
@@ -45,7 +42,7 @@ func (d *decoder) metadata(path string, m map[string]any) ClaimMetadata {
 		return ClaimMetadata{}
 	}
 	path += ".metadata"
-	mm := d.object(path, v, metadataFields...)
+	mm := d.object(path, v, "name", "generateName", "namespace", "labels", "annotations")
 	if mm == nil {
 		return ClaimMetadata{}
 	}

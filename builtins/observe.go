@@ -41,7 +41,7 @@ func recorderFrom(bctx rego.BuiltinContext) *Recorder {
 
 // record answers quota.reserve in observe mode: every request granted with
 // unlimited numbers, so the template takes its "admitted" path.
-func (r *Recorder) record(rc RecordedClaim) map[string]any {
+func (r *Recorder) record(rc RecordedClaim, units func(resourceType string) map[string]any) map[string]any {
 	r.Claims = append(r.Claims, rc)
 	claim := rc.Claim
 	d := ledger.Decision{Granted: true}
@@ -61,7 +61,7 @@ func (r *Recorder) record(rc RecordedClaim) map[string]any {
 		rd.Limit, rd.Available = math.MaxInt64, math.MaxInt64
 		rd.Message = "observed"
 	}
-	return decisionJSON(claim.ID, d)
+	return decisionJSON(claim.ID, d, units)
 }
 
 // observedUsage is quota.usage's answer in observe mode.

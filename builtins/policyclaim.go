@@ -6,7 +6,6 @@ package builtins
 import (
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -17,15 +16,10 @@ import (
 	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
-var currentPolicies atomic.Pointer[claimpolicies.Set]
+var errNoPolicies = errors.New("no ClaimCreationPolicies configured: the hosting process must set them in the builtins' Env (Env.ClaimPolicies)")
 
-// UseClaimPolicies makes s the ClaimCreationPolicies quota.policy_claim
-// renders; nil unsets them, after which every call halts.
-func UseClaimPolicies(s *claimpolicies.Set) { currentPolicies.Store(s) }
-
-var errNoPolicies = errors.New("no ClaimCreationPolicies configured: the hosting process must call builtins.UseClaimPolicies")
-
-// policyClaim implements quota.policy_claim(request).
+// policyClaim implements quota.policy_claim(request) with env's
+// ClaimCreationPolicies.
 //
 // A policy that cannot decide (not found, not loaded at the constraint's
 // generation, or a CEL error for this object) is an answer, {"error": msg},
@@ -37,7 +31,7 @@ var errNoPolicies = errors.New("no ClaimCreationPolicies configured: the hosting
 // answer: invalid input, no policies configured, a failed cache read.
 //
 // Its halts outside an observation are counted (package metrics).
-func policyClaim(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
+func policyClaim(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	observing := recorderFrom(bctx) != nil
 	halt := func(cause string, err error) (*ast.Term, error) {
 		if !observing {
@@ -49,7 +43,10 @@ func policyClaim(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	if err != nil {
 		return halt(metrics.CauseInvalidInput, err)
 	}
-	set := currentPolicies.Load()
+	var set *claimpolicies.Set
+	if env != nil {
+		set = env.ClaimPolicies
+	}
 	if set == nil {
 		return halt(metrics.CauseNotReady, rego.NewHaltError(errNoPolicies))
 	}

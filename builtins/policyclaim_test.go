@@ -13,8 +13,7 @@ import (
 
 func usePolicies(t *testing.T, ps ...*quotav1alpha1.ClaimCreationPolicy) {
 	t.Helper()
-	builtins.UseClaimPolicies(claimpolicies.NewSet(ps...))
-	t.Cleanup(func() { builtins.UseClaimPolicies(nil) })
+	useEnv(t, func(env *builtins.Env) { env.ClaimPolicies = claimpolicies.NewSet(ps...) })
 }
 
 // podsPolicy claims replicas pods from the Deployment's namespace, in a
@@ -131,7 +130,7 @@ func TestPolicyClaimRefusesAConsumerTheNamespaceDoesNotBelongTo(t *testing.T) {
 
 func TestPolicyClaimWithoutPoliciesHalts(t *testing.T) {
 	_, err := eval(t, "quota.policy_claim(input)", deploymentRequest(1, nil))
-	want := "quota.policy_claim: no ClaimCreationPolicies configured: the hosting process must call builtins.UseClaimPolicies"
+	want := "quota.policy_claim: no ClaimCreationPolicies configured: the hosting process must set them in the builtins' Env (Env.ClaimPolicies)"
 	if got := haltMessage(t, err); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}

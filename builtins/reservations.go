@@ -31,8 +31,8 @@ type Reservations struct {
 	taken []taken
 }
 
-// taken is one call's additions and the ledger that made them (the one
-// Use set then, which a later Use does not change).
+// taken is one call's additions and the ledger that made them (its Env's,
+// which a later Env does not change).
 type taken struct {
 	ledger *ledger.Ledger
 	taken  ledger.Taken

@@ -13,10 +13,10 @@ import (
 	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
-// reserve implements quota.reserve(claim).
+// reserve implements quota.reserve(claim) against env.
 // Outside an observation every call is an admission decision, which the
 // metrics count by result (package metrics).
-func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
+func reserve(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	r := recorderFrom(bctx)
 	halt := func(cause string, err error) (*ast.Term, error) {
 		if r == nil {
@@ -29,17 +29,17 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 		return halt(metrics.CauseInvalidInput, err)
 	}
 	if r != nil {
-		return toTerm(r.record(RecordedClaim{Claim: claim, Metadata: md}))
+		return toTerm(r.record(RecordedClaim{Claim: claim, Metadata: md}, env.units))
 	}
-	if denial := recounting(claim, version); denial != nil {
+	if denial := recounting(env, claim, version); denial != nil {
 		metrics.Decision(false, 0)
 		return toTerm(denial)
 	}
-	l, err := currentLedger()
+	l, err := env.readyLedger()
 	if err != nil {
 		return halt(metrics.CauseNotReady, err)
 	}
-	ctx, cancel := withDeadline(bctx.Context)
+	ctx, cancel := withDeadline(bctx.Context, env.Deadline)
 	defer cancel()
 	start := time.Now()
 	d, added, err := l.ReserveUndoable(ctx, claim)
@@ -57,7 +57,7 @@ func reserve(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	// Recorded before anything else can fail: a halt below denies the
 	// review, which then gives this back too (reservations.go).
 	reservationsFrom(bctx.Context).add(l, added)
-	t, err := toTerm(decisionJSON(claim.ID, d))
+	t, err := toTerm(decisionJSON(claim.ID, d, env.units))
 	if err != nil {
 		return halt(metrics.CauseInternal, err)
 	}
@@ -119,7 +119,9 @@ func decodeClaim(arg *ast.Term) (ledger.Claim, ClaimMetadata, string, error) {
 	return c, md, version, d.err()
 }
 
-func decisionJSON(id string, d ledger.Decision) map[string]any {
+// decisionJSON is d as quota.reserve returns it, each request with the units
+// of its resource type.
+func decisionJSON(id string, d ledger.Decision, units func(resourceType string) map[string]any) map[string]any {
 	reqs := make([]any, len(d.Requests))
 	for i, r := range d.Requests {
 		reqs[i] = map[string]any{
@@ -137,7 +139,7 @@ func decisionJSON(id string, d ledger.Decision) map[string]any {
 			"message":      r.Message,
 			// How to show the numbers, and the object that shows them to
 			// the tenant: denials name both (rego/lib/quota.rego).
-			"units":                  unitsJSON(r.Request.ResourceType),
+			"units":                  units(r.Request.ResourceType),
 			"effectiveResourceGrant": effectiveGrantName(r.Request.Consumer, r.Request.ResourceType),
 		}
 	}

@@ -15,7 +15,7 @@ import (
 //
 // Its halts outside an observation are counted (package metrics); they are
 // not admission decisions.
-func usage(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
+func usage(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	observing := recorderFrom(bctx) != nil
 	halt := func(cause string, err error) (*ast.Term, error) {
 		if !observing {
@@ -30,7 +30,7 @@ func usage(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	if observing {
 		return toTerm(observedUsage(key))
 	}
-	l, err := currentLedger()
+	l, err := env.readyLedger()
 	if err != nil {
 		return halt(metrics.CauseNotReady, err)
 	}
@@ -44,7 +44,7 @@ func usage(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 		"allocated": u.Allocated,
 		"reserved":  u.Reserved,
 		"available": u.Available,
-		"units":     unitsJSON(key.ResourceType),
+		"units":     env.units(key.ResourceType),
 		// As quota.reserve's requests: a denial names the object that shows
 		// the numbers.
 		"effectiveResourceGrant": effectiveGrantName(key.Consumer, key.ResourceType),
@@ -72,7 +72,7 @@ func decodeQuery(arg *ast.Term) (ledger.BucketKey, error) {
 
 // overLimit implements quota.over_limit(resourceType). In an observation it
 // says yes: the observer never audits, and yes is always safe.
-func overLimit(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
+func overLimit(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	rt, ok := arg.Value.(ast.String)
 	if !ok || rt == "" {
 		metrics.Halted(OverLimitName, metrics.CauseInvalidInput, false)
@@ -81,7 +81,7 @@ func overLimit(bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
 	if recorderFrom(bctx) != nil {
 		return ast.BooleanTerm(true), nil
 	}
-	l, err := currentLedger()
+	l, err := env.readyLedger()
 	if err != nil {
 		metrics.Halted(OverLimitName, metrics.CauseNotReady, false)
 		return nil, err

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,13 +62,17 @@ func (r *claimReconciler) setup(mgr ctrl.Manager) error {
 		For(&quotav1alpha1.ResourceClaim{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return !quotav1alpha1.IsView(o.GetLabels())
 		}))).
-		// Decide nothing before the mirror holds every grant.
-		WatchesRawSource(grants.Source(r.mirror, func(context.Context, grants.Change) []reconcile.Request { return nil })).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.concurrency}).
 		Complete(r)
 }
 
 func (r *claimReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	// Decide and release nothing before the mirror holds every grant: a
+	// bucket's limit is the sum of its grants, and a partial sum refuses
+	// what fits. Once synced this returns at once.
+	if err := grants.WaitForSync(ctx, r.mirror); err != nil {
+		return reconcile.Result{}, fmt.Errorf("waiting for the grant mirror to sync: %w", err)
+	}
 	c := &quotav1alpha1.ResourceClaim{}
 	if err := r.client.Get(ctx, req.NamespacedName, c); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)

@@ -1,14 +1,23 @@
 package controllers_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/controllers"
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -121,4 +130,67 @@ func TestClaimValidatedWhenDecided(t *testing.T) {
 		}
 	}
 	wantBucket(t, bucketKey(acme, rt, nil), usage{5, 0, 0, 5})
+}
+
+// The claim controller decides and releases nothing before its grant mirror
+// holds every grant: a reconcile waits for the sync (here, until its
+// deadline) without reading the claim. The wait is explicit in Reconcile; it
+// was a watch of the mirror that enqueued nothing, kept only for the
+// controller's start to wait on.
+func TestClaimReconcileWaitsForTheGrantMirror(t *testing.T) {
+	var calls []string
+	c := interceptor.NewClient(nil, interceptor.Funcs{
+		Get: func(_ context.Context, _ client.WithWatch, key client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+			calls = append(calls, "get "+key.String())
+			return errors.New("no client in this test")
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := controllers.ReconcileClaim(ctx, c, grants.NewMirror(), reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ns", Name: "claim"}})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting for the grant mirror to sync") {
+		t.Fatalf("reconcile before the mirror synced: %v, want it to wait for the sync until its deadline", err)
+	}
+	if len(calls) != 0 {
+		t.Fatalf("reconcile before the mirror synced read %v", calls)
+	}
+}
+
+// A view (a claim the observer writes to show what an object counts) holds
+// nothing: it gets no finalizer, the claim controller never decides it, and it
+// goes at once when deleted. (That no claim becomes a view or stops being
+// one is the claim webhook's, tested in webhooks/claim_test.go.)
+func TestViewClaimsAreNeitherDecidedNorHeld(t *testing.T) {
+	needEnv(t)
+	const cpu = "t31.example.com/cpu"
+	acme := orgConsumer("acme-t31")
+	newRegistration(t, "t31-cpu", cpu, organizationType)
+	newNamespace(t, "t31-tenant", tenantOf("acme-t31"))
+
+	view := builders.Claim("view", "t31-tenant").Consumer(ledgerconv.ConsumerRef(acme)).Request(cpu, 1, nil).View().Obj()
+	if err := k8s.Create(ctx, view); err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Finalizers) != 0 {
+		t.Fatalf("a view got finalizers %v", view.Finalizers)
+	}
+	// A claim made after the view is decided: the controller has had its
+	// chance at the view.
+	real := waitDecided(t, newClaim(t, "t31-tenant", "real", acme, builders.Request(cpu, 1, nil)))
+	if c := grantedCondition(real); c.Status != metav1.ConditionFalse || c.Reason != quotav1alpha1.ReasonQuotaExceeded {
+		t.Fatalf("the claim after the view: %+v", c)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(view), view); err != nil {
+		t.Fatal(err)
+	}
+	if len(view.Status.Conditions) != 0 || len(view.Status.Allocations) != 0 || len(view.Finalizers) != 0 {
+		t.Fatalf("the claim controller touched a view: finalizers %v status %+v", view.Finalizers, view.Status)
+	}
+
+	if err := k8s.Delete(ctx, view); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(view), view); !apierrors.IsNotFound(err) {
+		t.Fatalf("a deleted view is still there (%v): finalizers %v", err, view.Finalizers)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 // Done when: a busy shared bucket does not rewrite its consumer's effective
@@ -18,13 +19,13 @@ import (
 // new bucket and a deleted one are refreshed at once.
 func TestBucketChangesSpaceUsageRefreshes(t *testing.T) {
 	bucket := func(limit, allocated int64, grants ...string) *quotav1alpha1.AllowanceBucket {
-		b := &quotav1alpha1.AllowanceBucket{Spec: quotav1alpha1.AllowanceBucketSpec{
-			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}, ResourceType: "core/configmaps"}}
-		b.Status.Limit, b.Status.Allocated = limit, allocated
+		b := builders.Bucket("acme-configmaps", "quotakeeper-system").
+			Of(quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}, "core/configmaps").
+			Usage(limit, allocated, 0, max(limit-allocated, 0))
 		for _, g := range grants {
-			b.Status.ContributingGrantRefs = append(b.Status.ContributingGrantRefs, quotav1alpha1.ContributingGrantRef{Name: g, Amount: limit})
+			b.ContributingGrant(g, limit)
 		}
-		return b
+		return b.Obj()
 	}
 	h := bucketChanges{refresh: time.Hour}
 	ctx := context.Background()

@@ -240,7 +240,7 @@ func TestEffectiveGrantWriteConflictRefreshesAgain(t *testing.T) {
 
 	testenv.Eventually(t, settle, "the manager's cache holds the wrong status", func() error {
 		var cached quotav1alpha1.EffectiveResourceGrant
-		if err := mgr.client.Get(ctx, name, &cached); err != nil {
+		if err := mgr.Client.Get(ctx, name, &cached); err != nil {
 			return err
 		}
 		if cached.Status.TotalLimit != 7 {
@@ -250,7 +250,7 @@ func TestEffectiveGrantWriteConflictRefreshesAgain(t *testing.T) {
 	})
 	// The manager's own cached client, whose first effective grant status
 	// write conflicts.
-	c := conflictOnce{Client: mgr.client, left: new(int)}
+	c := conflictOnce{Client: mgr.Client, left: new(int)}
 	*c.left = 1
 	totalLimit := func() int64 {
 		t.Helper()

@@ -6,6 +6,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
@@ -17,4 +18,11 @@ var LedgerClaim = ledgerClaim
 func ReconcileEffective(ctx context.Context, c client.Client, consumer ledger.Consumer, resourceType string) (reconcile.Result, error) {
 	r := &effectiveReconciler{client: c, refresh: DefaultEffectiveRefresh}
 	return r.Reconcile(ctx, pair{consumer, resourceType})
+}
+
+// ReconcileClaim runs one reconcile of the claim controller with c as its
+// client and m as its grant mirror.
+func ReconcileClaim(ctx context.Context, c client.Client, m *grants.Mirror, req reconcile.Request) (reconcile.Result, error) {
+	r := &claimReconciler{client: c, mirror: m}
+	return r.Reconcile(ctx, req)
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -40,20 +41,15 @@ func TestGrantPolicyCreatesTheRenderedGrantOwnedByItsTrigger(t *testing.T) {
 
 	acme := newTrigger(t, orgGVK, "", "t41-acme", map[string]any{"tier": "gold", "seats": int64(5)}, map[string]any{"phase": "Active"})
 	g := waitGrant(t, sysNS, "t41-org-t41-acme-grant")
-	want := quotav1alpha1.ResourceGrant{
-		ObjectMeta: metav1.ObjectMeta{
-			Labels: map[string]string{"tier": "gold",
-				quotav1alpha1.LabelPolicy: "t41-org", quotav1alpha1.LabelTriggerUID: string(acme.GetUID())},
-			Annotations: map[string]string{"quota.example.com/organization": "t41-acme", quotav1alpha1.AnnotationTrigger: "t41-acme"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "resourcemanager.miloapis.com/v1alpha1", Kind: "Organization",
-				Name: "t41-acme", UID: acme.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: nil}},
-		},
-		Spec: quotav1alpha1.ResourceGrantSpec{
-			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "t41-acme"},
-			Allowances:  []quotav1alpha1.Allowance{{ResourceType: rt, Buckets: []quotav1alpha1.GrantBucket{{Amount: 50}}}},
-		},
-	}
-	requireGrant(t, g, want)
+	// What the policy decides of a grant (requireGrant compares no more).
+	want := builders.Grant("", "").
+		Labels(map[string]string{"tier": "gold", quotav1alpha1.LabelPolicy: "t41-org", quotav1alpha1.LabelTriggerUID: string(acme.GetUID())}).
+		Annotations(map[string]string{"quota.example.com/organization": "t41-acme", quotav1alpha1.AnnotationTrigger: "t41-acme"}).
+		OwnedBy(metav1.OwnerReference{APIVersion: "resourcemanager.miloapis.com/v1alpha1", Kind: "Organization",
+			Name: "t41-acme", UID: acme.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: nil}).
+		Consumer(quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "t41-acme"}).
+		Allowance(rt, 50).Obj()
+	requireGrant(t, g, *want)
 	if msg := waitCondition(t, g, quotav1alpha1.ConditionActive, metav1.ConditionTrue, quotav1alpha1.ReasonGrantActive); msg != "grants t41.example.com/projects 50" {
 		t.Errorf("Active message %q", msg)
 	}
@@ -84,18 +80,13 @@ func TestGrantPolicyCreatesTheRenderedGrantOwnedByItsTrigger(t *testing.T) {
 	bonus.Spec.Target.ResourceGrantTemplate.Metadata.Name = `{{ trigger.metadata.name + "-bonus" }}`
 	newReadyPolicy(t, bonus)
 	b := waitGrant(t, sysNS, "t41-acme-bonus")
-	requireGrant(t, b, quotav1alpha1.ResourceGrant{
-		ObjectMeta: metav1.ObjectMeta{
-			Labels:      map[string]string{quotav1alpha1.LabelPolicy: "t41-bonus", quotav1alpha1.LabelTriggerUID: string(acme.GetUID())},
-			Annotations: map[string]string{quotav1alpha1.AnnotationTrigger: "t41-acme"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "resourcemanager.miloapis.com/v1alpha1", Kind: "Organization",
-				Name: "t41-acme", UID: acme.GetUID(), Controller: ptr.To(true)}},
-		},
-		Spec: quotav1alpha1.ResourceGrantSpec{
-			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "t41-acme"},
-			Allowances:  []quotav1alpha1.Allowance{{ResourceType: rt, Buckets: []quotav1alpha1.GrantBucket{{Amount: 10}}}},
-		},
-	})
+	requireGrant(t, b, *builders.Grant("", "").
+		Labels(map[string]string{quotav1alpha1.LabelPolicy: "t41-bonus", quotav1alpha1.LabelTriggerUID: string(acme.GetUID())}).
+		Annotations(map[string]string{quotav1alpha1.AnnotationTrigger: "t41-acme"}).
+		OwnedBy(metav1.OwnerReference{APIVersion: "resourcemanager.miloapis.com/v1alpha1", Kind: "Organization",
+			Name: "t41-acme", UID: acme.GetUID(), Controller: ptr.To(true)}).
+		Consumer(quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "t41-acme"}).
+		Allowance(rt, 10).Obj())
 	wantPolicyEvent(t, "GrantCreationPolicy", "", "t41-bonus", "", "Normal", "GrantCreated",
 		"created ResourceGrant quotakeeper-system/t41-acme-bonus for Organization t41-acme")
 
@@ -240,16 +231,11 @@ func TestNamespaceTemplatedGrantPolicyWritesIntoTheRenderedNamespace(t *testing.
 
 	elsewhere := newTrigger(t, projectGVK, "t43-projects", "p1", map[string]any{"team": "t43-team-a", "configmaps": int64(3)}, nil)
 	g1 := waitGrant(t, "t43-team-a", "p1-configmaps")
-	requireGrant(t, g1, quotav1alpha1.ResourceGrant{
-		ObjectMeta: metav1.ObjectMeta{
-			Labels:      map[string]string{quotav1alpha1.LabelPolicy: "t43-configmaps", quotav1alpha1.LabelTriggerUID: string(elsewhere.GetUID())},
-			Annotations: map[string]string{quotav1alpha1.AnnotationTrigger: "t43-projects/p1"},
-		},
-		Spec: quotav1alpha1.ResourceGrantSpec{
-			ConsumerRef: quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "t43-team-a"},
-			Allowances:  []quotav1alpha1.Allowance{{ResourceType: rtConfigMaps, Buckets: []quotav1alpha1.GrantBucket{{Amount: 3}}}},
-		},
-	})
+	requireGrant(t, g1, *builders.Grant("", "").
+		Labels(map[string]string{quotav1alpha1.LabelPolicy: "t43-configmaps", quotav1alpha1.LabelTriggerUID: string(elsewhere.GetUID())}).
+		Annotations(map[string]string{quotav1alpha1.AnnotationTrigger: "t43-projects/p1"}).
+		Consumer(quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "t43-team-a"}).
+		Allowance(rtConfigMaps, 3).Obj())
 
 	inPlace := newTrigger(t, projectGVK, "t43-team-a", "p2", map[string]any{"team": "t43-team-a", "configmaps": int64(4)}, nil)
 	g2 := waitGrant(t, "t43-team-a", "p2-configmaps")

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -62,23 +63,11 @@ func setField(t *testing.T, u *unstructured.Unstructured, value any, path ...str
 // of rt, with the given conditions.
 func grantPolicy(name string, trigger schema.GroupVersionKind, consumer quotav1alpha1.ConsumerRefTemplate, rt string, amount intstr.IntOrString,
 	conditions ...string) *quotav1alpha1.GrantCreationPolicy {
-	p := &quotav1alpha1.GrantCreationPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: quotav1alpha1.GrantCreationPolicySpec{
-			Trigger: quotav1alpha1.PolicyTrigger{Resource: quotav1alpha1.TriggerResource{APIVersion: trigger.GroupVersion().String(), Kind: trigger.Kind}},
-			Target: quotav1alpha1.GrantTarget{ResourceGrantTemplate: quotav1alpha1.ResourceGrantTemplate{
-				Spec: quotav1alpha1.ResourceGrantSpecTemplate{
-					ConsumerRef: consumer,
-					Allowances: []quotav1alpha1.AllowanceTemplate{{ResourceType: rt,
-						Buckets: []quotav1alpha1.GrantBucketTemplate{{Amount: amount}}}},
-				},
-			}},
-		},
-	}
+	p := builders.GrantPolicy(name, trigger.GroupVersion().String(), trigger.Kind, consumer).Allowance(rt, amount)
 	for _, c := range conditions {
-		p.Spec.Trigger.Conditions = append(p.Spec.Trigger.Conditions, quotav1alpha1.TriggerCondition{Expression: c})
+		p.Condition(c)
 	}
-	return p
+	return p.Obj()
 }
 
 // newReadyPolicy creates the policy, deletes it when the test ends, and

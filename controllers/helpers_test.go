@@ -2,15 +2,13 @@ package controllers_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	eventsv1 "k8s.io/api/events/v1"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	eventsv1 "k8s.io/api/events/v1"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,39 +78,9 @@ func newGrant(t *testing.T, name string, c ledger.Consumer, allowances ...quotav
 
 // waitCondition waits for obj's condition of type to have status and
 // reason for obj's current generation, and returns its message.
-func waitCondition(t *testing.T, obj client.Object, typ string, status metav1.ConditionStatus, reason string) string {
+func waitCondition(t *testing.T, obj quotav1alpha1.ConditionGetter, typ string, status metav1.ConditionStatus, reason string) string {
 	t.Helper()
-	var msg string
-	testenv.Eventually(t, settle, "condition "+typ, func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return err
-		}
-		var conds []metav1.Condition
-		switch o := obj.(type) {
-		case *quotav1alpha1.ResourceRegistration:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.ResourceGrant:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.ResourceClaim:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.AllowanceBucket:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.GrantCreationPolicy:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.ClaimCreationPolicy:
-			conds = o.Status.Conditions
-		case *quotav1alpha1.QuotaBypass:
-			conds = o.Status.Conditions
-		}
-		c := meta.FindStatusCondition(conds, typ)
-		if c == nil || c.Status != status || c.Reason != reason || c.ObservedGeneration != obj.GetGeneration() {
-			return fmt.Errorf("%s %s: condition %s = %+v, want %s/%s for generation %d", obj.GetObjectKind().GroupVersionKind().Kind,
-				obj.GetName(), typ, c, status, reason, obj.GetGeneration())
-		}
-		msg = c.Message
-		return nil
-	})
-	return msg
+	return testenv.WaitCondition(t, k8s, settle, obj, typ, status, reason)
 }
 
 func claimObject(ns, name string, c ledger.Consumer, reqs ...quotav1alpha1.ResourceRequest) *quotav1alpha1.ResourceClaim {
@@ -190,30 +158,6 @@ func wantBucket(t *testing.T, key ledger.BucketKey, want usage) *quotav1alpha1.A
 		return nil
 	})
 	return b
-}
-
-// requireInvalid asserts err is a 422 Invalid whose causes include one for
-// field with exactly message want, as the webhook words it.
-func requireInvalid(t *testing.T, err error, field, want string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("accepted; want %s rejected with %q", field, want)
-	}
-	var status apierrors.APIStatus
-	if !errors.As(err, &status) || !apierrors.IsInvalid(err) || status.Status().Details == nil {
-		t.Fatalf("want Invalid with details, got %v", err)
-	}
-	var seen []string
-	for _, c := range status.Status().Details.Causes {
-		seen = append(seen, c.Field+": "+c.Message)
-		if c.Field == field && c.Message == want {
-			if !strings.Contains(err.Error(), want) {
-				t.Fatalf("message %q does not carry %q", err.Error(), want)
-			}
-			return
-		}
-	}
-	t.Fatalf("no cause %s: %q; causes:\n  %s", field, want, strings.Join(seen, "\n  "))
 }
 
 // grantedClaims is what the Granted, live claims hold per bucket of the
@@ -326,16 +270,8 @@ func requireAgreement(t *testing.T, consumers ...ledger.Consumer) {
 
 // createConfigMapRegistration registers a namespace-consumed resource type.
 func createConfigMapRegistration(ctx context.Context) error {
-	reg := &quotav1alpha1.ResourceRegistration{
-		ObjectMeta: metav1.ObjectMeta{Name: "configmaps-per-namespace"},
-		Spec: quotav1alpha1.ResourceRegistrationSpec{
-			ConsumerTypeRef:   quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"},
-			Type:              quotav1alpha1.RegistrationTypeEntity,
-			ResourceType:      rtConfigMaps,
-			BaseUnit:          "configmap",
-			ClaimingResources: []quotav1alpha1.GroupKind{{Kind: "ConfigMap"}},
-		},
-	}
+	reg := builders.Registration("configmaps-per-namespace", rtConfigMaps).Consumer(quotav1alpha1.ConsumerTypeRef{Kind: "Namespace"}).
+		Type(quotav1alpha1.RegistrationTypeEntity).BaseUnit("configmap").ClaimingResources(quotav1alpha1.GroupKind{Kind: "ConfigMap"}).Obj()
 	return k8s.Create(ctx, reg)
 }
 

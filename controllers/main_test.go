@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,21 +13,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/controllers"
 	"github.com/quotakeeper/quotakeeper/grants"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/managertest"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
-	"github.com/quotakeeper/quotakeeper/webhooks"
 )
 
 // The suite runs the quotakeeper manager (controllers and webhooks, leader
@@ -43,7 +38,7 @@ var (
 	k8s client.Client
 	wh  *envtest.WebhookInstallOptions
 	obs *observerStandIn
-	mgr *managerRun
+	mgr *managertest.Run
 )
 
 const (
@@ -80,12 +75,8 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	wh = &envtest.WebhookInstallOptions{
-		LocalServingHost: "127.0.0.1",
-		Paths:            []string{filepath.Join(testenv.RepoRoot(), "config", "webhook", "manifests.yaml")},
-	}
-	if err := wh.Install(env.Config); err != nil {
-		fmt.Fprintln(os.Stderr, "install webhooks:", err)
+	if wh, err = managertest.InstallWebhooks(env.Config); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = wh.Cleanup() }()
@@ -116,7 +107,7 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer func() { mgr.stop() }()
+	defer func() { mgr.Stop() }()
 	if err := createConfigMapRegistration(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -132,95 +123,18 @@ func needEnv(t *testing.T) {
 	}
 }
 
-// managerRun is one run of the quotakeeper manager, as cmd/quotakeeper-manager
-// builds it.
-type managerRun struct {
-	cancel context.CancelFunc
-	done   chan error
-	// client is the manager's own (cached, indexed) client.
-	client client.Client
-}
+// The observer stand-in acts as a service account of its own, as the
+// observer would in a cluster (the manager's is managertest.ManagerUser).
+const observerUser = "system:serviceaccount:quotakeeper-system:quotakeeper-observer"
 
-// The manager and the observer stand-in act as service accounts of their
-// own (impersonated by the envtest administrator), as they would in a
-// cluster.
-const (
-	managerUser  = "system:serviceaccount:quotakeeper-system:quotakeeper-manager"
-	observerUser = "system:serviceaccount:quotakeeper-system:quotakeeper-observer"
-)
+func configAs(user string) *rest.Config { return managertest.ConfigAs(env.Config, user) }
 
-func configAs(user string) *rest.Config {
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:masters", "system:authenticated"}}
-	return cfg
-}
-
-func startManager() (*managerRun, error) {
-	m, err := ctrl.NewManager(configAs(managerUser), ctrl.Options{
-		Scheme:                        scheme.Scheme,
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
-		LeaderElection:                true,
-		LeaderElectionID:              "quotakeeper-manager.quota.miloapis.com",
-		LeaderElectionNamespace:       sysNS,
-		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir}),
-		// Restarts build the same controllers again in this process.
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := controllers.Setup(m, controllers.Options{}); err != nil {
-		return nil, err
-	}
-	if err := webhooks.Setup(m, webhooks.Options{
-		ConsumerLabelGroups: []string{"system:masters", "platform-admins"},
-		BypassGroups:        []string{"system:masters", "incident-commanders"},
-	}); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	run := &managerRun{cancel: cancel, done: make(chan error, 1), client: m.GetClient()}
-	go func() { run.done <- m.Start(ctx) }()
-	select {
-	case <-m.Elected():
-	case err := <-run.done:
-		cancel()
-		return nil, fmt.Errorf("manager exited: %w", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		return nil, fmt.Errorf("manager not elected in 60s")
-	}
-	if err := waitWebhookServer(m.GetWebhookServer()); err != nil {
-		run.stop()
-		return nil, err
-	}
-	return run, nil
-}
-
-func waitWebhookServer(s webhook.Server) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if s.StartedChecker()(nil) == nil {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("webhook server not serving in 30s")
-}
-
-// stop stops the manager and waits until it has: its controllers, caches,
-// webhook server and lease are gone when stop returns.
-func (r *managerRun) stop() {
-	r.cancel()
-	<-r.done //nolint:errcheck // stopping is the point; how the run ended is not this test's concern
-}
+func startManager() (*managertest.Run, error) { return managertest.Start(env.Config, wh) }
 
 // restartManager stops the manager, runs whileDown, and starts a new one.
 func restartManager(t *testing.T, whileDown func()) {
 	t.Helper()
-	mgr.stop()
+	mgr.Stop()
 	whileDown()
 	var err error
 	if mgr, err = startManager(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 // These tests cover the pure parts of the controllers: what they decide
@@ -23,11 +24,8 @@ var acme = ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Orga
 const rtProjects = "resourcemanager.miloapis.com/projects"
 
 func planClaim(uid string, amount int64) quotav1alpha1.ResourceClaim {
-	return quotav1alpha1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: uid, Namespace: "team", UID: types.UID(uid), Generation: 1},
-		Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: ledgerconv.ConsumerRef(acme),
-			Requests: []quotav1alpha1.ResourceRequest{{ResourceType: rtProjects, Amount: amount}}},
-	}
+	return *builders.Claim(uid, "team").UID(types.UID(uid)).Generation(1).Consumer(ledgerconv.ConsumerRef(acme)).
+		Request(rtProjects, amount, nil).Obj()
 }
 
 func TestPrecreatedKeys(t *testing.T) {
@@ -56,14 +54,13 @@ func TestPrecreatedKeys(t *testing.T) {
 }
 
 func TestActiveRegistrationKeepsTheActiveOne(t *testing.T) {
-	at := func(sec int64) metav1.Time { return metav1.NewTime(time.Unix(sec, 0)) }
+	at := func(sec int64) time.Time { return time.Unix(sec, 0) }
 	r := func(name string, created int64, active bool) quotav1alpha1.ResourceRegistration {
-		out := quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: at(created)},
-			Spec: quotav1alpha1.ResourceRegistrationSpec{ResourceType: rtProjects}}
+		out := builders.Registration(name, rtProjects).Created(at(created))
 		if active {
-			out.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionTrue}}
+			out.Condition(quotav1alpha1.ConditionActive, metav1.ConditionTrue, 0, "")
 		}
-		return out
+		return *out.Obj()
 	}
 	cases := []struct {
 		regs []quotav1alpha1.ResourceRegistration

@@ -21,7 +21,7 @@ func createPolicy(t *testing.T, p client.Object) {
 
 // wantReady waits for the policy's Ready condition, for its current
 // generation, to have status, reason and exactly message.
-func wantReady(t *testing.T, p client.Object, status metav1.ConditionStatus, reason, message string) {
+func wantReady(t *testing.T, p quotav1alpha1.ConditionGetter, status metav1.ConditionStatus, reason, message string) {
 	t.Helper()
 	if got := waitCondition(t, p, quotav1alpha1.ConditionReady, status, reason); got != message {
 		t.Fatalf("%s: Ready message\n got %s\nwant %s", p.GetName(), got, message)
@@ -86,32 +86,32 @@ func TestPolicyValidationFailedSaysWhatIsWrong(t *testing.T) {
 	needEnv(t)
 	cases := []struct {
 		name   string
-		policy client.Object
+		policy quotav1alpha1.ConditionGetter
 		want   string
 	}{
-		{"trigger kind not served, resource type not registered", func() client.Object {
+		{"trigger kind not served, resource type not registered", func() quotav1alpha1.ConditionGetter {
 			p := grantPolicyObject("t33-unserved", "t33.example.com/widgets")
 			p.Spec.Trigger.Resource = quotav1alpha1.TriggerResource{APIVersion: "example.com/v1", Kind: "Widget"}
 			return p
 		}(), `[spec.trigger.resource: Invalid value: "example.com/v1, Kind=Widget": the API server does not serve this kind, ` +
 			`spec.target.resourceGrantTemplate.spec.allowances[0].resourceType: Invalid value: "t33.example.com/widgets": no ResourceRegistration declares this resource type]`},
-		{"trigger version not served", func() client.Object {
+		{"trigger version not served", func() quotav1alpha1.ConditionGetter {
 			p := claimPolicyObject("t33-version", rtConfigMaps)
 			p.Spec.Trigger.Resource.APIVersion = "v2"
 			return p
 		}(), `spec.trigger.resource: Invalid value: "/v2, Kind=ConfigMap": the API server does not serve this kind`},
-		{"parent kind not served", func() client.Object {
+		{"parent kind not served", func() quotav1alpha1.ConditionGetter {
 			p := grantPolicyObject("t33-parent", rtConfigMaps)
 			p.Spec.Target.ParentContext = &quotav1alpha1.ParentContext{APIGroup: "example.com", Kind: "Tenant",
 				NameExpression: `trigger.metadata.labels["tenant"]`}
 			return p
 		}(), `spec.target.parentContext: Invalid value: "Tenant.example.com": the API server does not serve this kind`},
-		{"namespaced parent kind", func() client.Object {
+		{"namespaced parent kind", func() quotav1alpha1.ConditionGetter {
 			p := grantPolicyObject("t33-namespaced-parent", rtConfigMaps)
 			p.Spec.Target.ParentContext = &quotav1alpha1.ParentContext{Kind: "ConfigMap", NameExpression: `"settings"`}
 			return p
 		}(), `spec.target.parentContext: Invalid value: "ConfigMap": the kind is namespaced; a parent is a cluster-scoped kind, whose objects can own grants in any namespace`},
-		{"consumer kind not the registration's", func() client.Object {
+		{"consumer kind not the registration's", func() quotav1alpha1.ConditionGetter {
 			p := claimPolicyObject("t33-consumer", rtConfigMaps)
 			p.Spec.Target.ResourceClaimTemplate.Spec.ConsumerRef.APIGroup = "resourcemanager.miloapis.com"
 			p.Spec.Target.ResourceClaimTemplate.Spec.ConsumerRef.Kind = "Organization"

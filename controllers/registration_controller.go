@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -40,6 +41,9 @@ func (r *registrationReconciler) peers(ctx context.Context, obj client.Object) [
 	reg := obj.(*quotav1alpha1.ResourceRegistration)
 	var list quotav1alpha1.ResourceRegistrationList
 	if err := r.client.List(ctx, &list); err != nil {
+		// A map function cannot return an error to be retried: the peers
+		// keep their condition until their next event.
+		log.FromContext(ctx).Error(err, "list registrations: peers not re-evaluated", "registration", reg.Name, "resourceType", reg.Spec.ResourceType)
 		return nil
 	}
 	var out []reconcile.Request

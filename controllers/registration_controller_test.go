@@ -20,7 +20,7 @@ func TestWebhookRefusesASecondRegistration(t *testing.T) {
 	const rt = "t9.example.com/projects"
 	first := newRegistration(t, "t9-first", rt, organizationType)
 	second := &quotav1alpha1.ResourceRegistration{ObjectMeta: metav1.ObjectMeta{Name: "t9-second"}, Spec: first.Spec}
-	requireInvalid(t, k8s.Create(ctx, second), "spec.resourceType", `Invalid value: "t9.example.com/projects": already registered by t9-first`)
+	testenv.RequireInvalid(t, k8s.Create(ctx, second), "spec.resourceType", `Invalid value: "t9.example.com/projects": already registered by t9-first`)
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(second), second); !apierrors.IsNotFound(err) {
 		t.Fatalf("refused registration stored: %v", err)
 	}

@@ -2,29 +2,27 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-
-	"github.com/quotakeeper/quotakeeper/grants"
-	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
-// Setup adds every controller to mgr, with their cache indexes, a grant
-// mirror and a ledger of their own. Call it once per manager, before Start.
+// Setup adds every controller to mgr, with their cache indexes, deciding
+// with the process's ledger and grant mirror (opts.Ledger, opts.Mirror).
+// Call it once per manager, before Start.
 // Every controller is leader-elected (the manager's default): one replica
 // decides at a time, although the ledger would stay exact with more.
 func Setup(mgr ctrl.Manager, opts Options) error {
 	opts.defaults()
+	if opts.Ledger == nil || opts.Mirror == nil {
+		return errors.New("controllers: no ledger or grant mirror (build them with grants.NewLedger)")
+	}
 	if err := setupIndexes(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	l, m, err := grants.NewLedger(mgr, opts.SystemNamespace,
-		ledger.WithReservationTTL(opts.ReservationTTL), ledger.WithClock(opts.Now))
-	if err != nil {
-		return err
-	}
+	l, m := opts.Ledger, opts.Mirror
 	c := mgr.GetClient()
 	now := func() metav1.Time { return metav1.NewTime(opts.Now()) }
 	steps := []struct {

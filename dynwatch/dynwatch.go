@@ -43,10 +43,19 @@ type Watches struct {
 	kinds map[schema.GroupVersionKind]*kindWatch
 }
 
-// kindWatch is one kind's informer and the handlers its users added.
+// kindWatch is one kind's informer and the handlers its users added. It is
+// in Watches.kinds from the moment its informer starts: until ready is
+// closed it has no informer, and callers wanting the kind wait on ready
+// without the lock, so that a kind that is slow to sync (up to syncTimeout)
+// holds back only its own callers, not every other kind's.
 type kindWatch struct {
+	ready    chan struct{} // closed once the start below is over
 	informer cache.Informer
-	users    map[string]toolscache.ResourceEventHandlerRegistration
+	err      error // why the start failed; the kind is then gone from kinds
+	// abandoned: the start failed because its caller's context ended, which
+	// says nothing about the kind; a caller waiting on it starts again.
+	abandoned bool
+	users     map[string]toolscache.ResourceEventHandlerRegistration
 }
 
 // New returns Watches whose cache the manager runs (on every replica: until
@@ -85,18 +94,49 @@ func (w *Watches) Reader() client.Reader { return w.cache }
 func (w *Watches) Watch(ctx context.Context, gvk schema.GroupVersionKind, user string, h toolscache.ResourceEventHandler) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k := w.kinds[gvk]
-	if k != nil {
-		if _, ok := k.users[user]; ok {
-			return nil
+	for {
+		k := w.kinds[gvk]
+		if k == nil {
+			// The first caller starts the informer, with the lock released
+			// while it syncs.
+			k = &kindWatch{ready: make(chan struct{}), users: map[string]toolscache.ResourceEventHandlerRegistration{}}
+			w.kinds[gvk] = k
+			w.mu.Unlock()
+			inf, err := w.start(ctx, gvk)
+			w.mu.Lock()
+			k.informer, k.err, k.abandoned = inf, err, err != nil && ctx.Err() != nil
+			close(k.ready)
+			if err != nil {
+				delete(w.kinds, gvk)
+				return err
+			}
+		} else if k.informer == nil {
+			// Another caller is starting it: wait for that, then look again
+			// (the start may have failed, or the informer stopped since).
+			w.mu.Unlock()
+			select {
+			case <-k.ready:
+			case <-ctx.Done():
+				w.mu.Lock()
+				return fmt.Errorf("watch %s: waiting for its informer to sync: %w", gvk, ctx.Err())
+			}
+			w.mu.Lock()
+			// Any failure but an abandoned start (forbidden, unserved, no
+			// sync within the timeout) is this caller's answer too.
+			if k.err != nil && !k.abandoned {
+				return k.err
+			}
+			continue
 		}
-	} else {
-		inf, err := w.start(ctx, gvk)
-		if err != nil {
-			return err
-		}
-		k = &kindWatch{informer: inf, users: map[string]toolscache.ResourceEventHandlerRegistration{}}
-		w.kinds[gvk] = k
+		return w.addUser(k, gvk, user, h)
+	}
+}
+
+// addUser adds user's handler to k's running informer (w.mu held). A user
+// already watching keeps its first handler.
+func (w *Watches) addUser(k *kindWatch, gvk schema.GroupVersionKind, user string, h toolscache.ResourceEventHandler) error {
+	if _, ok := k.users[user]; ok {
+		return nil
 	}
 	reg, err := k.informer.AddEventHandler(h)
 	if err != nil {
@@ -138,8 +178,8 @@ func (w *Watches) Unwatch(gvk schema.GroupVersionKind, user string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	k := w.kinds[gvk]
-	if k == nil {
-		return
+	if k == nil || k.informer == nil {
+		return // not watched, or still starting (and so without users)
 	}
 	reg, ok := k.users[user]
 	if !ok {
@@ -161,13 +201,16 @@ func (w *Watches) stop(gvk schema.GroupVersionKind) {
 	delete(w.kinds, gvk)
 }
 
-// Kinds returns the kinds with a running informer, sorted.
+// Kinds returns the kinds with a running informer (not those still
+// starting), sorted.
 func (w *Watches) Kinds() []schema.GroupVersionKind {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]schema.GroupVersionKind, 0, len(w.kinds))
-	for gvk := range w.kinds {
-		out = append(out, gvk)
+	for gvk, k := range w.kinds {
+		if k.informer != nil {
+			out = append(out, gvk)
+		}
 	}
 	slices.SortFunc(out, func(a, b schema.GroupVersionKind) int { return strings.Compare(a.String(), b.String()) })
 	return out

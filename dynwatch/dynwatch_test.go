@@ -5,8 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,6 +133,107 @@ func TestWatchOfAnUnservedKindFails(t *testing.T) {
 	}
 	if got := w.Kinds(); len(got) != 0 {
 		t.Fatalf("kinds %v after a failed watch, want none", got)
+	}
+}
+
+// gate holds every request whose path contains path until open is closed,
+// and says on held when it holds one.
+type gate struct {
+	path string
+	open chan struct{}
+	held chan struct{}
+}
+
+func (g *gate) wrap(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if strings.Contains(req.URL.Path, g.path) {
+			select {
+			case g.held <- struct{}{}:
+			default:
+			}
+			select {
+			case <-g.open:
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+		}
+		return next.RoundTrip(req)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestAKindSlowToSyncHoldsBackOnlyItsOwnCallers: while one kind's informer
+// waits for its first list (held here at the transport), a watch of another
+// kind returns at once, and a second user of the slow kind waits for the
+// same informer rather than starting another. Before, Watch held its lock
+// through the sync (up to 30 s) and every other kind waited too.
+func TestAKindSlowToSyncHoldsBackOnlyItsOwnCallers(t *testing.T) {
+	if env == nil {
+		t.Skip("needs a control plane; skipped in -short mode")
+	}
+	g := &gate{path: "/organizations", open: make(chan struct{}), held: make(chan struct{}, 1)}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = g.wrap
+	ctx, w := startWatchesAs(t, cfg)
+	newOrg(t, env.Client, "slow")
+
+	var a, b seen
+	slowA, slowB := make(chan error, 1), make(chan error, 1)
+	go func() { slowA <- w.Watch(ctx, orgGVK, "a", a.handler()) }()
+	select {
+	case <-g.held: // a's informer is listing, held at the gate
+	case <-time.After(10 * time.Second):
+		t.Fatal("the organizations informer never listed")
+	}
+	go func() { slowB <- w.Watch(ctx, orgGVK, "b", b.handler()) }()
+
+	cmGVK := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	var c seen
+	fast := make(chan error, 1)
+	started := time.Now()
+	go func() { fast <- w.Watch(ctx, cmGVK, "c", c.handler()) }()
+	select {
+	case err := <-fast:
+		if err != nil {
+			t.Fatalf("watch of ConfigMaps: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(g.open)
+		t.Fatalf("the ConfigMaps watch waited %s for the organizations informer's sync", time.Since(started))
+	}
+	select {
+	case err := <-slowA:
+		t.Fatalf("the organizations watch returned (%v) before its list was let through", err)
+	case err := <-slowB:
+		t.Fatalf("the second organizations watch returned (%v) before its list was let through", err)
+	default:
+	}
+	if got := w.Kinds(); len(got) != 1 || got[0] != cmGVK {
+		t.Fatalf("running informers %v, want only ConfigMaps (organizations still syncing)", got)
+	}
+
+	close(g.open)
+	for name, ch := range map[string]chan error{"a": slowA, "b": slowB} {
+		if err := <-ch; err != nil {
+			t.Fatalf("organizations watch of %s: %v", name, err)
+		}
+	}
+	if got := w.Users(orgGVK); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("organizations users %v, want [a b] on one informer", got)
+	}
+	for _, s := range []*seen{&a, &b} {
+		testenv.Eventually(t, 10*time.Second, "handler sees the organization", func() error { return s.has("slow") })
+	}
+	// Reference counting holds across the concurrent start: the informer
+	// stops with its last user.
+	w.Unwatch(orgGVK, "a")
+	w.Unwatch(orgGVK, "b")
+	w.Unwatch(cmGVK, "c")
+	if got := w.Kinds(); len(got) != 0 {
+		t.Fatalf("informers left running: %v", got)
 	}
 }
 

@@ -3,10 +3,10 @@
 // (templates/<name>/template-externaldata.yaml) through its external_data
 // builtin, so that quotakeeper runs on a Gatekeeper it did not build. It
 // answers each key by calling the quota builtin the key names
-// (builtins.Call), with the ledger, units and counted policy versions the
-// hosting process gave the builtins (package builtinhost): the same code
-// and the same ledger as the builtins linked into Gatekeeper, so the same
-// decisions and messages. Any number of manager replicas may answer at
+// (builtins.Call) against the Env the hosting process builds (package
+// builtinhost: the ledger, units, counted policy versions, claim
+// policies): the same code and the same ledger as the builtins linked into
+// Gatekeeper, so the same decisions and messages. Any number of manager replicas may answer at
 // once; the AllowanceBucket's compare-and-swap is the only lock, as for
 // Gatekeeper's replicas.
 //
@@ -53,6 +53,9 @@ type Key struct {
 
 // Handler answers Gatekeeper's provider requests.
 type Handler struct {
+	// Env is what the builtins decide against, read for each request
+	// (nil: every stateful call halts as not ready).
+	Env func() *builtins.Env
 	// RequireClientCertificate refuses a request whose connection did not
 	// present a client certificate the server verified (mTLS: the server's
 	// tls.Config decides which CAs it trusts).
@@ -83,14 +86,14 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	items := make([]frameworks.Item, len(req.Request.Keys))
 	for i, k := range req.Request.Keys {
-		items[i] = answer(r, k)
+		items[i] = h.answer(r, k)
 	}
 	respond(w, http.StatusOK, frameworks.Response{Items: items})
 }
 
 // answer calls the builtin key names; its halt or a key it cannot read is
 // the item's error, which the twin turns into a denial.
-func answer(r *http.Request, key string) frameworks.Item {
+func (h Handler) answer(r *http.Request, key string) frameworks.Item {
 	var k Key
 	d := json.NewDecoder(bytes.NewReader([]byte(key)))
 	// Amounts are int64: a float64 would round those above 2^53.
@@ -99,7 +102,11 @@ func answer(r *http.Request, key string) frameworks.Item {
 	if err := d.Decode(&k); err != nil {
 		return frameworks.Item{Key: key, Error: fmt.Sprintf("the quotakeeper provider cannot read the key: %v", err)}
 	}
-	v, err := builtins.Call(r.Context(), k.Builtin, k.Args)
+	var env *builtins.Env
+	if h.Env != nil {
+		env = h.Env()
+	}
+	v, err := builtins.Call(r.Context(), env, k.Builtin, k.Args)
 	if err != nil {
 		var ce *builtins.CallError
 		if errors.As(err, &ce) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+
+	"github.com/quotakeeper/quotakeeper/builtins"
 )
 
 // Server serves the provider over TLS, with the certificate the manager's
@@ -24,6 +26,8 @@ type Server struct {
 	Addr string
 	// CertDir holds tls.crt and tls.key.
 	CertDir string
+	// Env is what the builtins decide against (Handler.Env).
+	Env func() *builtins.Env
 	// ClientCAFile, when set, is the CA that signed Gatekeeper's
 	// certificate (Gatekeeper presents it as its client certificate to
 	// every provider): a request without a certificate it verifies is
@@ -42,7 +46,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	go func() { _ = watcher.Start(ctx) }()
 	config := &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: watcher.GetCertificate}
-	handler := Handler{}
+	handler := Handler{Env: s.Env}
 	if s.ClientCAFile != "" {
 		pem, err := os.ReadFile(s.ClientCAFile)
 		if err != nil {

@@ -17,8 +17,10 @@ import (
 // the cache, which indexes the buckets over their limit (audit asks it
 // first). The live client matters: the store decides refusals on the state
 // it read, which must not be a lagging cache. The quotakeeper manager and
-// the Gatekeeper plugin build theirs the same way. Call before the manager
-// starts; decide nothing until the mirror HasSynced.
+// the Gatekeeper plugin build theirs the same way, one per process, in main
+// (the manager's controllers and observer share it). Call once per manager
+// (its cache refuses a second bucket index), before it starts; decide
+// nothing until the mirror HasSynced.
 func NewLedger(mgr manager.Manager, systemNamespace string, opts ...ledger.Option) (*ledger.Ledger, *Mirror, error) {
 	m := NewMirror()
 	if err := m.Register(context.Background(), mgr.GetCache()); err != nil {

@@ -157,3 +157,79 @@ func ReservationFor(id string) (uid string, generation int64, update bool) {
 	}
 	return uid, n, true
 }
+
+// Created is an object whose create reservation an observer still finds in a
+// bucket, evaluated: its uid (the reservation's id), generation, namespace
+// ("" if cluster-scoped) and what it counts in the bucket.
+type Created struct {
+	UID        string
+	Generation int64
+	Namespace  string
+	Amount     int64
+}
+
+// FoldCreated is what an observer that has not counted every object yet (a
+// restart's rebuild) can still write, so that a bucket does not gather
+// reservations for as long as the rebuild lasts: each object in created
+// whose create reservation the bucket holds is added to the figures as last
+// written (allocated, its namespace's part, count) and the reservation
+// removed, in one write; ids in expire are removed. It leaves the limit
+// as stored (the grants the caller sees may not be synced yet).
+//
+// Adding is exact because a create reservation's presence proves its
+// object is not in allocated: Observe removes it in the very write whose
+// allocated first counts the object (Counted, FoldedBy), and a create's id
+// is its object's uid, which no other request reserves under. An update's
+// growth ("<uid>/<generation>/<growth>") proves no such thing (the object
+// is in allocated at some older amount) and is left for Observe; so is a
+// created object counted below what was reserved for it (FoldedBy).
+func (l *Ledger) FoldCreated(ctx context.Context, key BucketKey, created []Created, expire []string) (Bucket, error) {
+	for i, c := range created {
+		if c.Amount < 0 {
+			return Bucket{}, &ValidationError{Errors: []FieldError{{Field: fmt.Sprintf("created[%d].amount", i), Detail: fmt.Sprintf("must not be negative, got %d", c.Amount)}}}
+		}
+	}
+	var current Bucket
+	b, err := l.store.Apply(ctx, key, func(b *Bucket) error {
+		next := b.DeepCopy()
+		changed := false
+		for _, c := range created {
+			r, ok := next.Reservations[c.UID]
+			if _, _, update := ReservationFor(c.UID); !ok || update || !r.FoldedBy(CountedAt{Generation: c.Generation, Amount: c.Amount}) {
+				continue
+			}
+			allocated, err := Add(next.Allocated, c.Amount)
+			if err != nil {
+				return fmt.Errorf("fold created objects into bucket %s: allocated: %w", key.Name(), err)
+			}
+			next.Allocated, next.Count = allocated, next.Count+1
+			if c.Amount > 0 {
+				if next.ByNamespace == nil {
+					next.ByNamespace = map[string]int64{}
+				}
+				next.ByNamespace[c.Namespace] += c.Amount
+			}
+			delete(next.Reservations, c.UID)
+			changed = true
+		}
+		for _, id := range expire {
+			if next.holds(id) {
+				delete(next.Reservations, id)
+				changed = true
+			}
+		}
+		if !changed {
+			current = b.DeepCopy()
+			return errUnchanged
+		}
+		if _, err := next.Usage(); err != nil {
+			return fmt.Errorf("fold created objects into bucket %s: %w", key.Name(), err)
+		}
+		*b = next
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return current, nil
+	}
+	return b, err
+}

@@ -1,10 +1,12 @@
 package ledger_test
 
 import (
+	"context"
 	"errors"
 	"maps"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -115,6 +117,59 @@ func TestObserveFoldsAnUpdateOnlyAtTheAmountItAskedFor(t *testing.T) {
 	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 9, Available: 1})
 }
 
+// Two updates of a kind without metadata.generation that grow the object
+// by the same amount one after the other, a 1 -> 4 and 4 -> 7, ask under
+// the same claim id, "uid-a/0/3". The second is a later update, not a
+// replay: its growth is reserved beside the first's (refused when it does
+// not fit), and the one reservation is folded only once the object counts
+// 7. Taken for a replay, it reserved nothing, the observer folded the
+// reservation at 4, and a create took the 3 units the second was about to
+// use (13 of 10).
+func TestALaterUpdateUnderTheSameClaimIDIsReservedToo(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 10, nil)
+	growth := func(total int64) ledger.Claim {
+		r := req(project("p"), rtProjects, 3, nil)
+		r.Total = total
+		return claim("uid-a/0/3", r)
+	}
+	obs := observed(1)
+	obs.Counted = map[string]ledger.CountedAt{"uid-a": {Amount: 1}}
+	mustObserve(t, f, projectsKey, obs)
+	mustReserve(t, f, growth(4))
+	// A replay of the first (Gatekeeper's retry, another replica) holds
+	// nothing more.
+	mustReserve(t, f, growth(4))
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 1, Reserved: 3, Available: 6})
+	if d := mustReserve(t, f, growth(7)); !d.Granted {
+		t.Fatalf("the later update denied: %s", d.Message())
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 1, Reserved: 6, Available: 3})
+
+	// The observer counts the object at 4: the first is in place, the
+	// second still in flight, so 3 stay reserved for it.
+	obs = observed(4)
+	obs.Counted = map[string]ledger.CountedAt{"uid-a": {Amount: 4}}
+	b := mustObserve(t, f, projectsKey, obs)
+	if r, ok := b.Reservations["uid-a/0/3"]; !ok || r.Amount != 6 || r.Total != 7 {
+		t.Fatalf("reservations %+v, want uid-a/0/3 of 6 with total 7 while the object counts 4", b.Reservations)
+	}
+	if d := mustReserve(t, f, claim("uid-b", req(project("p"), rtProjects, 6, nil))); d.Granted {
+		t.Fatalf("a create of 6 granted while a grows from 4 to 7 under 10")
+	}
+	// A third, to 10 from 7, does not fit beside them: refused, and the
+	// reservation is left as it was.
+	if d := mustReserve(t, f, growth(10)); d.Granted {
+		t.Fatalf("a third update granted past the limit: %s", d.Message())
+	}
+	obs = observed(7)
+	obs.Counted = map[string]ledger.CountedAt{"uid-a": {Amount: 7}}
+	if b := mustObserve(t, f, projectsKey, obs); len(b.Reservations) != 0 {
+		t.Fatalf("reservations %+v, want none once the object counts 7", b.Reservations)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 10, Allocated: 7, Available: 3})
+}
+
 func TestReservationFoldedBy(t *testing.T) {
 	for _, tc := range []struct {
 		r       ledger.Reservation
@@ -210,4 +265,44 @@ func TestReservationForNamesTheObjectAndGeneration(t *testing.T) {
 			t.Errorf("ReservationFor(%q) = %q, %d, %v; want %q, %d, %v", tc.id, uid, g, update, tc.uid, tc.generation, tc.update)
 		}
 	}
+}
+
+// While an observer rebuilds, a create reservation it finds is folded on
+// top of the figures as last written: its presence proves the object is
+// not in them. An update's growth, an object counted below its
+// reservation, and a reservation the bucket does not hold are left alone;
+// the limit stays as stored.
+func TestFoldCreatedAddsOnlyWhatACreateReservationProves(t *testing.T) {
+	f := newFixture(t)
+	f.grant(t, "ns/g#0", project("p"), rtProjects, 20, nil)
+	mustObserve(t, f, projectsKey, ledger.Observation{Allocated: 5, ByNamespace: map[string]int64{"team-a": 5}, Count: 5})
+	mustReserve(t, f, claim("created", req(project("p"), rtProjects, 2, nil)))
+	mustReserve(t, f, claim("uid-grown/3/1", req(project("p"), rtProjects, 1, nil)))
+	mustReserve(t, f, claim("small", ledger.Request{Consumer: project("p"), ResourceType: rtProjects, Amount: 4, Total: 4}))
+	mustReserve(t, f, claim("never", req(project("p"), rtProjects, 3, nil)))
+
+	got, err := f.ledger.FoldCreated(context.Background(), projectsKey, []ledger.Created{
+		{UID: "created", Generation: 1, Namespace: "team-b", Amount: 2},
+		{UID: "uid-grown/3/1", Generation: 3, Namespace: "team-a", Amount: 7},
+		{UID: "small", Generation: 1, Namespace: "team-a", Amount: 3},
+		{UID: "absent", Generation: 1, Namespace: "team-a", Amount: 9},
+	}, []string{"never", "also-absent"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Allocated != 7 || got.Count != 6 || !maps.Equal(got.ByNamespace, map[string]int64{"team-a": 5, "team-b": 2}) {
+		t.Fatalf("allocated %d count %d byNamespace %v, want 7, 6 and team-a 5, team-b 2", got.Allocated, got.Count, got.ByNamespace)
+	}
+	if ids := slices.Sorted(maps.Keys(got.Reservations)); !slices.Equal(ids, []string{"small", "uid-grown/3/1"}) {
+		t.Fatalf("reservations %v, want small and uid-grown/3/1", ids)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 20, Allocated: 7, Reserved: 5, Available: 8})
+
+	// A negative amount is refused and changes nothing.
+	_, err = f.ledger.FoldCreated(context.Background(), projectsKey, []ledger.Created{{UID: "small", Amount: -1}}, nil)
+	var verr *ledger.ValidationError
+	if !errors.As(err, &verr) || verr.Error() == "" || !strings.Contains(err.Error(), "created[0].amount: must not be negative, got -1") {
+		t.Fatalf("negative amount: %v", err)
+	}
+	f.wantUsage(t, projectsKey, ledger.Usage{Limit: 20, Allocated: 7, Reserved: 5, Available: 8})
 }

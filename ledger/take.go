@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/klog/v2"
 )
 
 // Reserve is the admission path: it holds every requested amount as a
@@ -116,12 +118,18 @@ func (l *Ledger) reserve(ctx context.Context, claim Claim) (Decision, []target, 
 			// whatever this call wrote is undone behind it, including a
 			// write still in flight (ErrOutcomeUnknown), which the store
 			// orders before the undo. The claim stays locked until then, so
-			// a replay cannot interleave.
+			// a replay cannot interleave. Nobody is left to return a failed
+			// undo to: it is logged (with the logger of the caller's
+			// context, else klog's), and the reservations it left hold
+			// quota until they expire.
 			undo, release := append(added, ts[i]), unlock
 			unlock = nil
 			go func() {
 				defer release()
-				_ = l.rollback(ctx, claim.ID, expires, undo)
+				if err := l.rollback(ctx, claim.ID, expires, undo); err != nil {
+					klog.FromContext(ctx).Error(err, "rolling back a reservation whose caller gave up failed; it holds quota until it expires",
+						"claim", claim.ID, "expires", expires)
+				}
 			}()
 			return Decision{}, nil, time.Time{}, err
 		case err != nil:
@@ -199,11 +207,12 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 		// reservation grows to it, the growth checked like any take, and a
 		// rollback puts the smaller one back (target.replaced).
 		held, isHeld := b.Reservations[claim.ID]
-		if isHeld && held.Amount >= t.req.Amount {
+		later := isHeld && laterUpdate(held, t.req)
+		if isHeld && !later && held.Amount >= t.req.Amount {
 			return errUnchanged
 		}
 		take := t.req.Amount
-		if isHeld {
+		if isHeld && !later {
 			take -= held.Amount
 		}
 		need, err := Add(before.Allocated+before.Reserved, take) // the inner sum was checked by Usage
@@ -227,6 +236,12 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 		}
 		next := Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, Total: t.req.Total, ExpiresAt: expires}
 		if isHeld {
+			if later {
+				// The held growth may not be counted yet: hold both.
+				if next.Amount, err = Add(held.Amount, t.req.Amount); err != nil {
+					return fmt.Errorf("bucket %s: reserved: %w", t.name, err)
+				}
+			}
 			next.Total = max(next.Total, held.Total)
 			t.replaced.Store(&held)
 		}
@@ -244,6 +259,23 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 		err = nil
 	}
 	return out, err
+}
+
+// laterUpdate reports whether req, asked under the claim id of the held
+// reservation of an update's growth, is a later update of the object
+// rather than a replay (or a second constraint's amount) of the same one:
+// it asks for a larger total. An update's id is <uid>/<generation>/<growth>,
+// and a kind without metadata.generation stays at generation 0: an update
+// of a to 4 from 1 and the next one, to 7 from 4, share <uid>/0/3. Taken
+// for a replay, the second reserved nothing: the bucket held 3 for the 6
+// that a was about to add, and a create took the rest (13 of 10). Its
+// growth is reserved beside the held one, and the reservation is folded
+// only at the later total. Two constraints counting one update into one
+// bucket with the same growth and different totals also land here, and
+// then hold up to twice the growth until the update is counted:
+// conservative, and rare.
+func laterUpdate(held Reservation, req Request) bool {
+	return held.Total > 0 && req.Total > held.Total
 }
 
 // rollback removes the reservations this call added, known by the call's
@@ -296,7 +328,7 @@ func (l *Ledger) peek(ctx context.Context, claimID string, t target) (Usage, boo
 		return Usage{}, false, fmt.Errorf("bucket %s: %w", t.name, err)
 	}
 	take := t.req.Amount
-	if held, ok := b.Reservations[claimID]; ok {
+	if held, ok := b.Reservations[claimID]; ok && !laterUpdate(held, t.req) {
 		take = max(0, take-held.Amount)
 	}
 	if take == 0 {

@@ -81,6 +81,10 @@ func (o *Observer) initialLoad(ctx context.Context) (failed []item, err error) {
 			o.log.Error(err, "loading constraint", "kind", it.gvk.Kind, "name", it.name)
 		}
 	}
+	// While the objects are evaluated, create reservations are folded on
+	// top of the buckets' last written figures (rebuild.go), until Start
+	// has made the observer ready.
+	go o.foldWhileRebuilding(ctx, o.rebuilt)
 	// Objects on every worker at once: a restart's rebuild is this loop.
 	items := o.objectItems(ctx, "")
 	next := make(chan item)

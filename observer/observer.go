@@ -31,6 +31,9 @@ import (
 // Writer writes a bucket's observation; *ledger.Ledger is one.
 type Writer interface {
 	Observe(ctx context.Context, key ledger.BucketKey, obs ledger.Observation) (ledger.Bucket, error)
+	// FoldCreated folds create reservations while the observer rebuilds
+	// (rebuild.go).
+	FoldCreated(ctx context.Context, key ledger.BucketKey, created []ledger.Created, expire []string) (ledger.Bucket, error)
 }
 
 // Options configure an Observer.
@@ -145,15 +148,13 @@ type Observer struct {
 	events workqueue.TypedRateLimitingInterface[item]
 	writes workqueue.TypedRateLimitingInterface[ledger.BucketKey]
 	ready  atomic.Bool
+	// rebuilt is closed once ready: foldWhileRebuilding stops.
+	rebuilt chan struct{}
 
 	// ResourceClaim views (nil views: off).
 	viewQueue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	viewClient client.Client
 	views      *viewSet // guarded by mu
-
-	// claimPolicies are the ClaimCreationPolicies quota.policy_claim
-	// renders in this process.
-	claimPolicies *claimpolicies.Set
 
 	mu        sync.Mutex
 	tally     *Tally
@@ -184,13 +185,25 @@ type Observer struct {
 	published counted.Record
 }
 
-// New returns an Observer reading through mgr's cache. Add it to mgr.
+// New returns an Observer reading through mgr's cache. Add it to mgr. The
+// process must have registered the builtins (builtins.Register) before: its
+// evaluations carry their own Env, with the ClaimCreationPolicies it watches.
 func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	opts.defaults()
 	if opts.Writer == nil {
 		return nil, errors.New("observer: no writer")
 	}
-	p, err := newPolicy()
+	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
+	// the same ones Gatekeeper holds, from this manager's cache.
+	claimPolicies := opts.ClaimPolicies
+	if claimPolicies == nil {
+		claimPolicies = claimpolicies.NewSet()
+		claimPolicies.SetSystemNamespace(opts.SystemNamespace)
+		if err := claimPolicies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
+			return nil, fmt.Errorf("observer: %w", err)
+		}
+	}
+	p, err := newPolicy(&builtins.Env{ClaimPolicies: claimPolicies})
 	if err != nil {
 		return nil, fmt.Errorf("observer: constraint client: %w", err)
 	}
@@ -219,15 +232,6 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	}
 	if err := mgr.Add(o.objects); err != nil {
 		return nil, fmt.Errorf("observer: %w", err)
-	}
-	// The QuotaClaimPolicy template's builtin renders ClaimCreationPolicies:
-	// the same ones Gatekeeper holds, from this manager's cache.
-	if o.claimPolicies = opts.ClaimPolicies; o.claimPolicies == nil {
-		o.claimPolicies = claimpolicies.NewSet()
-		o.claimPolicies.SetSystemNamespace(opts.SystemNamespace)
-		if err := o.claimPolicies.Watch(context.Background(), mgr.GetCache(), mgr.GetCache()); err != nil {
-			return nil, fmt.Errorf("observer: %w", err)
-		}
 	}
 	if opts.ObjectClaims {
 		// A client of its own: client-go rate-limits per client, so the
@@ -263,6 +267,7 @@ func (o *Observer) Start(ctx context.Context) error {
 		workqueue.TypedRateLimitingQueueConfig[ledger.BucketKey]{Name: "observer-writes"})
 	o.viewQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
 		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "observer-views"})
+	o.rebuilt = make(chan struct{})
 	defer o.events.ShutDown()
 	defer o.writes.ShutDown()
 	defer o.viewQueue.ShutDown()
@@ -276,8 +281,6 @@ func (o *Observer) Start(ctx context.Context) error {
 	if err := o.watchFixed(ctx); err != nil {
 		return err
 	}
-	builtins.UseClaimPolicies(o.claimPolicies)
-	defer builtins.UseClaimPolicies(nil)
 	loadStart := time.Now()
 	if err := o.loadPublished(ctx); err != nil {
 		return fmt.Errorf("observer: the counted policy versions: %w", err)
@@ -309,6 +312,7 @@ func (o *Observer) Start(ctx context.Context) error {
 	}
 	o.mu.Unlock()
 	o.ready.Store(true)
+	close(o.rebuilt)
 	o.enqueueAllBuckets(ctx)
 	o.enqueueAllViews(ctx)
 	o.mu.Lock()

@@ -49,6 +49,10 @@ var (
 // Safe for concurrent use.
 type policy struct {
 	client *constraintclient.Client
+	// env is what the builtins decide against in this client's
+	// evaluations: the ClaimCreationPolicies quota.policy_claim renders
+	// (in observe mode no ledger is read).
+	env    *builtins.Env
 	scheme *runtime.Scheme
 	// version counts changes to the loaded templates and constraints: an
 	// object evaluated under the current version, unchanged since, would be
@@ -63,9 +67,10 @@ type policy struct {
 	matches map[string]*match.Match // by constraint kind/name
 }
 
-func newPolicy() (*policy, error) {
-	// Before the driver: it copies OPA's builtin table when built.
-	builtins.Register()
+// newPolicy returns an empty policy whose evaluations decide against env.
+// The process must have registered the builtins (builtins.Register) before:
+// the driver copies OPA's builtin table when built.
+func newPolicy(env *builtins.Env) (*policy, error) {
 	scheme := runtime.NewScheme()
 	if err := apis.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -82,7 +87,7 @@ func newPolicy() (*policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &policy{client: c, scheme: scheme, templates: map[string]*templates.ConstraintTemplate{},
+	return &policy{client: c, env: env, scheme: scheme, templates: map[string]*templates.ConstraintTemplate{},
 		constraints: map[schema.GroupKind]map[string]*unstructured.Unstructured{}, matches: map[string]*match.Match{}}, nil
 }
 
@@ -368,10 +373,15 @@ func (p *policy) evaluate(ctx context.Context, obj *unstructured.Unstructured, m
 		opts = append(opts, reviews.Namespace(nsMap))
 	}
 	rec := &builtins.Recorder{}
-	resp, err := p.client.Review(builtins.WithRecorder(ctx, rec),
+	resp, err := p.client.Review(builtins.WithEnv(builtins.WithRecorder(ctx, rec), p.env),
 		target.AugmentedReview{AdmissionRequest: req, Namespace: ns, IsAdmission: true}, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("review %s %s/%s: %w", gvk.Kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	if err := ctx.Err(); err != nil {
+		// A canceled evaluation comes back as a result (eval_cancel_error),
+		// not as an error: it is no answer about the object.
+		return nil, nil, err
 	}
 	var violations []violation
 	for _, r := range resp.Results() {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -105,7 +106,7 @@ func TestOnlyPolicyChangesReloadThePolicy(t *testing.T) {
 // Organization's ConfigMaps, as in make load).
 func sampleQuotaEntity(tb testing.TB) (p *policy, tmpl, constraint *unstructured.Unstructured) {
 	tb.Helper()
-	p, err := newPolicy()
+	p, err := newPolicy(&builtins.Env{})
 	if err != nil {
 		tb.Fatal(err)
 	}

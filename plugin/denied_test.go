@@ -3,7 +3,9 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -18,6 +20,16 @@ import (
 )
 
 var teamA = ledger.Consumer{Kind: "Namespace", Name: "team-a"}
+
+// TestMain registers the builtins with no process Env: each review here
+// carries its own (builtins.WithEnv).
+func TestMain(m *testing.M) {
+	if err := builtins.Register(nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
 
 // reviewer stands in for Gatekeeper's validation handler: it evaluates
 // quota.reserve for each claim under the request's context, as the rego
@@ -73,7 +85,6 @@ func denied(msg string) admission.Response {
 // with or without a warn constraint's warning, keeps it; a failed release
 // leaves the reservation to expire and the response as it was.
 func TestReleaseOnDenial(t *testing.T) {
-	builtins.Register()
 	now := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
 	const otherDenial = "[labels] add a team label"
 	const quotaMsg = "quota exceeded for Namespace team-a: requested 1 of core/configmaps, available 0 of 3 (allocated 0, reserved 3)"
@@ -103,8 +114,6 @@ func TestReleaseOnDenial(t *testing.T) {
 			}
 			store := &failingStore{Store: ledger.NewMemoryStore()}
 			l := ledger.New(store, grants)
-			builtins.Use(l)
-			t.Cleanup(func() { builtins.Use(nil) })
 			key := ledger.NewBucketKey(teamA, "core/configmaps", nil)
 			// An earlier request, admitted, holds "earlier": this one
 			// replays it (an UPDATE's id repeats), and must never
@@ -119,7 +128,7 @@ func TestReleaseOnDenial(t *testing.T) {
 			}
 			// The API server has stopped waiting: the release happens all
 			// the same.
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(builtins.WithEnv(context.Background(), &builtins.Env{Ledger: l}))
 			wrapped := &ReleaseOnDenial{Handler: admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 				resp := h.Handle(ctx, req)
 				cancel()

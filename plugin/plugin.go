@@ -19,6 +19,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/controller"
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,13 +38,22 @@ import (
 )
 
 // Install registers the builtins, adds quotakeeper's kinds to Gatekeeper's
-// scheme and appends AddToManager to Gatekeeper's manager functions. Call it
-// once, from an init function: Gatekeeper sets controllers up while its
-// manager's caches already run, so the scheme must be complete before.
+// scheme and appends the plugin's setup (addToManager) to Gatekeeper's
+// manager functions. Call it once, from an init function: Gatekeeper sets
+// controllers up while its manager's caches already run, so the scheme must
+// be complete before.
+//
+// The builtins decide against the process's one Env: Gatekeeper gives its
+// driver no functions of ours, and audit evaluates under a context we do
+// not make, so the Env is the one handed to Register, and addToManager fills
+// it in.
 func Install(scheme *runtime.Scheme) {
 	utilruntime.Must(quotav1alpha1.AddToScheme(scheme))
-	builtins.Register()
-	controller.AddToManagerFuncs = append(controller.AddToManagerFuncs, AddToManager)
+	env := &atomic.Pointer[builtins.Env]{}
+	utilruntime.Must(builtins.Register(env.Load))
+	controller.AddToManagerFuncs = append(controller.AddToManagerFuncs, func(mgr manager.Manager) error {
+		return addToManager(mgr, env)
+	})
 	if !wrapPolicyWebhook() {
 		// Without the wrapper a QuotaBypass would be neither audited nor
 		// ended on time when the manager is down: refuse to run.
@@ -51,22 +61,23 @@ func Install(scheme *runtime.Scheme) {
 	}
 }
 
-// AddToManager gives the builtins a ledger once the grant mirror has synced,
-// and the ClaimCreationPolicies once their informer has (package
-// builtinhost). Until then they halt, so admission fails closed rather than
+// addToManager builds what the builtins decide against and hands it to them
+// through env, the process's Env (Install), with package builtinhost: at
+// once the deadline, the units and the counted policy versions; the ledger
+// once the grant mirror has synced, and the ClaimCreationPolicies once their
+// informer has. Until then they halt, so admission fails closed rather than
 // deciding against limits computed from grants not yet seen, or without a
 // policy.
 //
 // It logs the plugin's version: Install runs in an init function, before
 // Gatekeeper has set its logger, so the line would be lost there.
-func AddToManager(mgr manager.Manager) error {
+func addToManager(mgr manager.Manager, env *atomic.Pointer[builtins.Env]) error {
 	settings, source, err := loadSettings()
 	if err != nil {
 		return err
 	}
 	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version, "settings", source,
 		"systemNamespace", settings.SystemNamespace, "reservationTTL", settings.ReservationTTL.Duration.String(), "deadline", settings.Deadline.Duration.String())
-	builtins.SetDeadline(settings.Deadline.Duration)
 	// Gatekeeper's Prometheus exporter serves the default gatherer
 	// (promhttp.Handler) on its --prometheus-port: registered there, the
 	// plugin's metrics appear next to Gatekeeper's own.
@@ -86,7 +97,10 @@ func AddToManager(mgr manager.Manager) error {
 	if err != nil {
 		return fmt.Errorf("quotakeeper: %w", err)
 	}
-	if err := builtinhost.Setup(mgr, l, m, policies, settings.SystemNamespace); err != nil {
+	if err := builtinhost.Setup(mgr, env, builtinhost.Options{
+		Ledger: l, Mirror: m, ClaimPolicies: policies,
+		SystemNamespace: settings.SystemNamespace, Deadline: settings.Deadline.Duration,
+	}); err != nil {
 		return fmt.Errorf("quotakeeper: %w", err)
 	}
 	return nil

@@ -38,8 +38,7 @@ func configMapPolicy() *builders.ClaimPolicyWrapper {
 func policyHarness(t testing.TB, policies ...*quotav1alpha1.ClaimCreationPolicy) *harness {
 	t.Helper()
 	h := newHarness(t, "quotaclaimpolicy", map[string]any{"policy": policies[0].Name, "generation": policies[0].Generation})
-	builtins.UseClaimPolicies(claimpolicies.NewSet(policies...))
-	t.Cleanup(func() { builtins.UseClaimPolicies(nil) })
+	h.env.ClaimPolicies = claimpolicies.NewSet(policies...)
 	return h
 }
 
@@ -201,8 +200,7 @@ func TestClaimPolicyLookup(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, "quotaclaimpolicy", tc.params)
-			builtins.UseClaimPolicies(claimpolicies.NewSet(tc.policy))
-			t.Cleanup(func() { builtins.UseClaimPolicies(nil) })
+			h.env.ClaimPolicies = claimpolicies.NewSet(tc.policy)
 			h.grant("g", teamA, "core/configmaps", 1)
 			assertMessages(t, tc.name, h.review(createAs(alice, "req-1", configMap("team-a", "cm1"))), tc.want...)
 			assertUsage(t, h, teamA, "core/configmaps", tc.usage)
@@ -221,7 +219,7 @@ func TestClaimPolicyWithoutPoliciesFailsClosed(t *testing.T) {
 		got[i] = templateLocation.ReplaceAllString(m, "")
 	}
 	assertMessages(t, "no policies", got,
-		"eval_builtin_error: quota.policy_claim: no ClaimCreationPolicies configured: the hosting process must call builtins.UseClaimPolicies")
+		"eval_builtin_error: quota.policy_claim: no ClaimCreationPolicies configured: the hosting process must set them in the builtins' Env (Env.ClaimPolicies)")
 }
 
 // In observe mode (the manager's observer) the claim is recorded with the

@@ -92,7 +92,7 @@ func TestExternalDataProviderDownDenies(t *testing.T) {
 func TestExternalDataProviderErrorDenies(t *testing.T) {
 	setMode(t, twinThroughProvider)
 	h := newHarness(t, "quotaentity", perNamespace)
-	builtins.Use(nil)
+	h.env.Ledger = nil
 	assertMessages(t, "provider not ready", h.review(request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")}),
 		"quota cannot decide: quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md)")
 }
@@ -125,12 +125,13 @@ func mode(t testing.TB) harnessMode {
 // providers are the running test providers, by test, for stopProvider.
 var providers sync.Map
 
-// externalDataArgs starts the provider for t and returns the driver
+// externalDataArgs starts the provider for t, deciding against env, and
+// returns the driver
 // arguments that reach it: a Provider "quotakeeper" with its URL and CA
 // bundle, a 3-minute response cache as Gatekeeper's default.
-func externalDataArgs(t testing.TB) []rego.Arg {
+func externalDataArgs(t testing.TB, env func() *builtins.Env) []rego.Arg {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(externaldata.Handler{})
+	srv := httptest.NewUnstartedServer(externaldata.Handler{Env: env})
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	providers.Store(t, srv)

@@ -36,8 +36,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// Before any driver exists: drivers copy OPA's builtin table.
-	builtins.Register()
+	// Before any driver exists: drivers copy OPA's builtin table. No
+	// process Env: each harness's reviews carry their own.
+	if err := builtins.Register(nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	os.Exit(m.Run())
 }
 
@@ -46,8 +50,11 @@ func TestMain(m *testing.M) {
 // template (read from templates/, as shipped) and one constraint of it,
 // over a fresh memory-store ledger.
 type harness struct {
-	t      testing.TB
-	ctx    context.Context
+	t   testing.TB
+	ctx context.Context
+	// env is what the builtins decide against in this harness's reviews
+	// (evalCtx): its ledger, and what a test adds.
+	env    builtins.Env
 	client *constraintclient.Client
 	grants *ledger.GrantSet
 	ledger *ledger.Ledger
@@ -60,8 +67,7 @@ func newHarness(t testing.TB, templateName string, params map[string]any) *harne
 	h := &harness{t: t, ctx: context.Background(), grants: ledger.NewGrantSet()}
 	h.store = ledger.NewMemoryStore()
 	h.ledger = ledger.New(h.store, h.grants)
-	builtins.Use(h.ledger)
-	t.Cleanup(func() { builtins.Use(nil) })
+	h.env.Ledger = h.ledger
 
 	args := []rego.Arg{rego.Externs("inventory")}
 	file := templateName + "/template.yaml"
@@ -70,7 +76,9 @@ func newHarness(t testing.TB, templateName string, params map[string]any) *harne
 	case twinThroughProvider:
 		// The template's twin, on a driver with External Data as a stock
 		// Gatekeeper builds it, asking the provider over TLS.
-		args = append(args, externalDataArgs(t)...)
+		// It decides against the harness's Env, as the manager's provider
+		// against the manager's.
+		args = append(args, externalDataArgs(t, func() *builtins.Env { env := h.env; return &env })...)
 		file = templateName + "/" + quotarego.ExternalDataFile
 	case twinWithBuiltins:
 		// The twin as the manager's observer loads it.
@@ -206,11 +214,19 @@ func (h *harness) review(r request) []string {
 	if r.namespaces != nil {
 		opts = append(opts, reviews.Namespace(r.namespaces.Object))
 	}
-	resp, err := h.client.Review(h.ctx, target.AugmentedReview{AdmissionRequest: req, IsAdmission: true}, opts...)
+	resp, err := h.client.Review(h.evalCtx(), target.AugmentedReview{AdmissionRequest: req, IsAdmission: true}, opts...)
 	if err != nil {
 		h.t.Fatalf("Review: %v", err)
 	}
 	return messages(resp.Results())
+}
+
+// evalCtx is the context of one review: h.ctx carrying a copy of h.env, so
+// a test's later change to h.env does not reach an evaluation already
+// holding it.
+func (h *harness) evalCtx() context.Context {
+	env := h.env
+	return builtins.WithEnv(h.ctx, &env)
 }
 
 // audit reviews an existing object the way Gatekeeper's audit does: the
@@ -223,7 +239,7 @@ func (h *harness) audit(obj map[string]any) []string {
 		// second it runs in.
 		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 	}
-	resp, err := h.client.Review(h.ctx, target.AugmentedUnstructured{Object: unstructured.Unstructured{Object: obj}},
+	resp, err := h.client.Review(h.evalCtx(), target.AugmentedUnstructured{Object: unstructured.Unstructured{Object: obj}},
 		reviews.EnforcementPoint(util.AuditEnforcementPoint))
 	if err != nil {
 		h.t.Fatalf("Review: %v", err)

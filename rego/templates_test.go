@@ -17,7 +17,6 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
 
-	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
@@ -384,7 +383,7 @@ func TestFailsClosed(t *testing.T) {
 			h := newHarness(t, tc.template, tc.params)
 			h.grant("g", teamA, "core/configmaps", 10)
 			if tc.ledger != nil {
-				builtins.Use(tc.ledger(h))
+				h.env.Ledger = tc.ledger(h)
 			}
 			assertMessages(t, tc.name, withoutLocation(h.review(tc.req)), tc.want)
 		})

@@ -1,9 +1,13 @@
 package v1alpha1_test
 
 import (
+	"reflect"
+	"sort"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 )
@@ -52,5 +56,70 @@ func TestBucketNamespace(t *testing.T) {
 		if got := quotav1alpha1.BucketNamespace(tc.consumer, "sys"); got != tc.want {
 			t.Errorf("BucketNamespace(%v) = %q, want %q", tc.consumer, got, tc.want)
 		}
+	}
+}
+
+// TestEveryKindWithConditionsIsAConditionSetter looks at every kind the API
+// registers: one whose status has a conditions list must be a
+// ConditionSetter, so that a kind added later without GetConditions fails
+// here rather than in a test that waits for its condition.
+func TestEveryKindWithConditionsIsAConditionSetter(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := quotav1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	conditionsType := reflect.TypeOf([]metav1.Condition{})
+	var kinds []string
+	for kind, typ := range scheme.KnownTypes(quotav1alpha1.GroupVersion) {
+		status, ok := typ.FieldByName("Status")
+		if !ok || status.Type.Kind() != reflect.Struct {
+			continue
+		}
+		if conds, ok := status.Type.FieldByName("Conditions"); !ok || conds.Type != conditionsType {
+			continue
+		}
+		kinds = append(kinds, kind)
+		obj := reflect.New(typ).Interface()
+		s, ok := obj.(quotav1alpha1.ConditionSetter)
+		if !ok {
+			t.Errorf("%s has status conditions but is not a ConditionSetter", kind)
+			continue
+		}
+		// The setter writes the field the apiserver stores, and the getter
+		// reads it back.
+		cond := metav1.Condition{Type: "Probe", Status: metav1.ConditionTrue, Reason: "Probe"}
+		if !quotav1alpha1.SetCondition(s, cond) {
+			t.Errorf("%s: SetCondition on no conditions reported no change", kind)
+		}
+		field := reflect.ValueOf(obj).Elem().FieldByName("Status").FieldByName("Conditions").Interface().([]metav1.Condition)
+		if len(field) != 1 || field[0].Type != "Probe" {
+			t.Errorf("%s: Status.Conditions after SetCondition = %+v", kind, field)
+		}
+		if got := s.GetConditions(); len(got) != 1 || got[0].Type != "Probe" {
+			t.Errorf("%s: GetConditions = %+v", kind, got)
+		}
+	}
+	sort.Strings(kinds)
+	want := []string{"AllowanceBucket", "ClaimCreationPolicy", "GrantCreationPolicy", "QuotaBypass", "ResourceClaim", "ResourceGrant", "ResourceRegistration"}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Errorf("kinds with status conditions = %v, want %v", kinds, want)
+	}
+}
+
+func TestSetConditionKeepsTheTransitionTimeWhileTheStatusHolds(t *testing.T) {
+	g := &quotav1alpha1.ResourceGrant{}
+	then := metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	g.SetConditions([]metav1.Condition{{Type: quotav1alpha1.ConditionActive, Status: metav1.ConditionTrue, Reason: "A", LastTransitionTime: then}})
+	if quotav1alpha1.SetCondition(g, metav1.Condition{Type: quotav1alpha1.ConditionActive, Status: metav1.ConditionTrue, Reason: "A"}) {
+		t.Error("setting the same condition reported a change")
+	}
+	if got := g.Status.Conditions[0].LastTransitionTime; !got.Equal(&then) {
+		t.Errorf("LastTransitionTime = %v, want %v (unchanged status)", got, then)
+	}
+	if !quotav1alpha1.SetCondition(g, metav1.Condition{Type: quotav1alpha1.ConditionActive, Status: metav1.ConditionFalse, Reason: "B"}) {
+		t.Error("a new status reported no change")
+	}
+	if c := g.Status.Conditions[0]; c.Status != metav1.ConditionFalse || c.Reason != "B" || c.LastTransitionTime.Equal(&then) {
+		t.Errorf("after a new status: %+v", c)
 	}
 }

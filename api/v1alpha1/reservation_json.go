@@ -121,6 +121,21 @@ func (r Reservation) MarshalJSON() ([]byte, error) { return json.Marshal(r.Strin
 // legacyReservation is how reservations were written before they were
 // strings. Buckets written then are still read: the first write after an
 // upgrade rewrites them as strings, so upgrading needs no migration.
+//
+// Removal plan. Only builds before commit db33364 (2026-11-23) wrote this
+// form, and none of them was tagged or released. A bucket holding one is
+// rewritten by the observer of any later build once it folds or expires the
+// reservation, within the reservation TTL (2 minutes by default: the
+// plugin's reservationTTL, the manager's --reservation-ttl) of that build's
+// manager starting; after that no stored bucket needs this. It is not dropped at once because a bucket that does
+// still hold the object form would then fail to decode, and a typed list
+// failing to decode stops the observer's bucket informer from syncing. It
+// goes in the release after the first tagged one: the upgrade notes of
+// docs/operations.md (Upgrading) say to run a build with it for longer than
+// the TTL before moving to one without it, and give a check that nothing is
+// left. Then delete this type, the '{' branch of UnmarshalJSON and
+// TestReservationReadsTheEarlierObjectForm, and the sentence about it in
+// docs/api.md.
 type legacyReservation struct {
 	ID        string           `json:"id"`
 	Object    ObjectRef        `json:"object"`

@@ -18,6 +18,7 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -204,18 +205,8 @@ func seed(ctx context.Context, c client.Client) error {
 }
 
 func registration(name, resourceType, base, display string, factor int64, claiming quotav1alpha1.GroupKind) *quotav1alpha1.ResourceRegistration {
-	return &quotav1alpha1.ResourceRegistration{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: quotav1alpha1.ResourceRegistrationSpec{
-			ConsumerTypeRef:      quotav1alpha1.ConsumerTypeRef{APIGroup: acme.APIGroup, Kind: acme.Kind},
-			Type:                 quotav1alpha1.RegistrationTypeEntity,
-			ResourceType:         resourceType,
-			BaseUnit:             base,
-			DisplayUnit:          display,
-			UnitConversionFactor: factor,
-			ClaimingResources:    []quotav1alpha1.GroupKind{claiming},
-		},
-	}
+	return builders.Registration(name, resourceType).Consumer(quotav1alpha1.ConsumerTypeRef{APIGroup: acme.APIGroup, Kind: acme.Kind}).
+		Type(quotav1alpha1.RegistrationTypeEntity).BaseUnit(base).DisplayUnit(display, factor).ClaimingResources(claiming).Obj()
 }
 
 func bucketKey(c quotav1alpha1.ConsumerRef, resourceType string, dims map[string]string) ledger.BucketKey {
@@ -223,56 +214,34 @@ func bucketKey(c quotav1alpha1.ConsumerRef, resourceType string, dims map[string
 }
 
 func bucket(c quotav1alpha1.ConsumerRef, resourceType string, dims map[string]string, st quotav1alpha1.AllowanceBucketStatus) *quotav1alpha1.AllowanceBucket {
-	return &quotav1alpha1.AllowanceBucket{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      bucketKey(c, resourceType, dims).Name(),
-			Namespace: quotav1alpha1.BucketNamespace(c, systemNS),
-			Labels:    quotav1alpha1.BucketLabels(c),
-		},
-		Spec:   quotav1alpha1.AllowanceBucketSpec{ConsumerRef: c, ResourceType: resourceType, Dimensions: dims},
-		Status: st,
-	}
+	b := builders.Bucket(bucketKey(c, resourceType, dims).Name(), quotav1alpha1.BucketNamespace(c, systemNS)).
+		Of(c, resourceType).Dimensions(dims).Obj()
+	b.Status = st
+	return b
 }
 
 func effectiveGrant(ctx context.Context, c client.Client, ns, name string, units quotav1alpha1.Units, buckets []*quotav1alpha1.AllowanceBucket) error {
 	first := buckets[0]
-	e := &quotav1alpha1.EffectiveResourceGrant{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       quotav1alpha1.EffectiveResourceGrantSpec{ConsumerRef: first.Spec.ConsumerRef, ResourceType: first.Spec.ResourceType},
+	w := builders.EffectiveGrant(name, ns, first.Spec.ConsumerRef, first.Spec.ResourceType).Units(units)
+	for _, b := range buckets {
+		w.Bucket(b)
 	}
+	e := w.Obj()
+	st := e.Status
 	if err := c.Create(ctx, e); err != nil {
 		return err
 	}
-	for _, b := range buckets {
-		s := b.Status
-		e.Status.TotalLimit += s.Limit
-		e.Status.TotalAllocated += s.Allocated
-		e.Status.TotalReserved += s.Reserved
-		e.Status.Available += s.Available
-		e.Status.AllowanceBucketRefs = append(e.Status.AllowanceBucketRefs, quotav1alpha1.BucketRef{
-			Name: b.Name, Namespace: b.Namespace, Dimensions: b.Spec.Dimensions,
-			Limit: s.Limit, Allocated: s.Allocated, Reserved: s.Reserved, Available: s.Available,
-		})
-	}
-	e.Status.Units = &units
+	e.Status = st
 	return c.Status().Update(ctx, e)
 }
 
 // view is a ResourceClaim view as the observer writes it: labelled, owned by
 // the object, spec.resourceRef naming it.
 func view(obj *corev1.ConfigMap, name, uid string, c quotav1alpha1.ConsumerRef, reqs ...quotav1alpha1.ResourceRequest) *quotav1alpha1.ResourceClaim {
-	return &quotav1alpha1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: obj.Namespace,
-			Labels:          map[string]string{quotav1alpha1.ViewLabel: "true"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: obj.Name, UID: obj.UID}},
-		},
-		Spec: quotav1alpha1.ResourceClaimSpec{
-			ConsumerRef: c,
-			Requests:    reqs,
-			ResourceRef: &quotav1alpha1.ObjectRef{Kind: "ConfigMap", Namespace: obj.Namespace, Name: obj.Name, UID: uid},
-		},
-	}
+	return builders.Claim(name, obj.Namespace).View().
+		OwnedBy(metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: obj.Name, UID: obj.UID}).
+		Consumer(c).Requests(reqs...).
+		For(quotav1alpha1.ObjectRef{Kind: "ConfigMap", Namespace: obj.Namespace, Name: obj.Name, UID: uid}).Obj()
 }
 
 // TestCommands runs each command in-process against the apiserver, as kubectl

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 
 	opacmd "github.com/open-policy-agent/opa/cmd"
 	"github.com/spf13/cobra"
@@ -20,14 +21,22 @@ import (
 )
 
 func main() {
-	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	// What the builtins decide against under `quotactl opa`, whose OPA
+	// commands evaluate under contexts of their own: the process's Env.
+	// verify's suites carry one per case instead.
+	var opaEnv atomic.Pointer[builtins.Env]
+	// Before any command compiles Rego: compilers copy the builtin table.
+	if err := builtins.Register(opaEnv.Load); err != nil {
+		fmt.Fprintln(os.Stderr, "quotactl:", err)
+		os.Exit(1)
+	}
+	os.Exit(run(context.Background(), &opaEnv, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run executes quotactl and returns its exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	// Before any command compiles Rego: compilers copy the builtin table.
-	builtins.Register()
-	root := newRoot()
+// run executes quotactl and returns its exit code; `quotactl opa` sets
+// opaEnv, the Env the builtins were registered with.
+func run(ctx context.Context, opaEnv *atomic.Pointer[builtins.Env], args []string, stdout, stderr io.Writer) int {
+	root := newRoot(opaEnv)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -45,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-func newRoot() *cobra.Command {
+func newRoot(opaEnv *atomic.Pointer[builtins.Env]) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "quotactl",
 		Short:         "Test and build quotakeeper's quota ConstraintTemplates offline",
@@ -55,6 +64,6 @@ func newRoot() *cobra.Command {
 		Version: version.Version,
 	}
 	root.SetVersionTemplate(version.String("quotactl") + "\n")
-	root.AddCommand(newVerifyCommand(), newGenerateCommand(), newCapabilitiesCommand(), newOPACommand(), newVersionCommand())
+	root.AddCommand(newVerifyCommand(), newGenerateCommand(), newCapabilitiesCommand(), newOPACommand(opaEnv), newVersionCommand())
 	return root
 }

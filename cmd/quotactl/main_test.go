@@ -3,19 +3,33 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/version"
 )
+
+// opaEnv is the process's Env, as main registers it.
+var opaEnv atomic.Pointer[builtins.Env]
+
+func TestMain(m *testing.M) {
+	if err := builtins.Register(opaEnv.Load); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
 
 // quotactl runs the command in-process and returns its exit code and output.
 func quotactl(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, &stdout, &stderr)
+	code := run(context.Background(), &opaEnv, args, &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 

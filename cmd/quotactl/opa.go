@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	opacmd "github.com/open-policy-agent/opa/cmd"
 	"github.com/spf13/cobra"
@@ -16,8 +17,10 @@ import (
 // newOPACommand is OPA's own command tree (test, eval, check, fmt, ...)
 // under `quotactl opa`, in a process where the quota builtins are registered
 // and backed by a memory-store ledger, so `quotactl opa test rego/` runs the
-// library's tests against the real builtins rather than mocks.
-func newOPACommand() *cobra.Command {
+// library's tests against the real builtins rather than mocks. OPA's
+// commands evaluate under contexts of their own, so the builtins find that
+// ledger in env, the process's Env (builtins.Register).
+func newOPACommand(env *atomic.Pointer[builtins.Env]) *cobra.Command {
 	var quotaFiles []string
 	c := &cobra.Command{
 		Use:   "opa",
@@ -44,9 +47,7 @@ shared by every test of it: tests that reserve must use consumers of their own.
 			if err != nil {
 				return err
 			}
-			builtins.Use(l)
-			builtins.UseClaimPolicies(set.ClaimPolicies())
-			builtins.UseUnits(&set)
+			env.Store(&builtins.Env{Ledger: l, ClaimPolicies: set.ClaimPolicies(), Units: &set})
 			return nil
 		},
 	}

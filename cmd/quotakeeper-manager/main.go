@@ -159,8 +159,11 @@ func main() {
 func run(f flags) error {
 	holdHeapUnderLimit(memlimit.FromCgroup, ctrl.Log.WithName("memlimit"))
 	// Before any Rego driver exists (the observer's): drivers copy OPA's
-	// builtin table when built.
-	builtins.Register()
+	// builtin table when built. No process Env: the observer's evaluations,
+	// the only ones here, carry their own.
+	if err := builtins.Register(nil); err != nil {
+		return err
+	}
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), quotav1alpha1.AddToScheme(scheme)); err != nil {
 		return err
@@ -194,20 +197,20 @@ func run(f flags) error {
 	if err := metrics.RegisterManager(ctrlmetrics.Registry, mgr.GetCache()); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	// The process's one ledger: the controllers and the observer share its
+	// grant mirror, live client and write queues.
+	l, m, err := grants.NewLedger(mgr, f.systemNamespace, ledger.WithReservationTTL(f.reservationTTL))
+	if err != nil {
+		return fmt.Errorf("ledger: %w", err)
+	}
 	if err := controllers.Setup(mgr, controllers.Options{
-		SystemNamespace: f.systemNamespace, ReservationTTL: f.reservationTTL, ClaimConcurrency: f.claimConcurrency,
+		SystemNamespace: f.systemNamespace, Ledger: l, Mirror: m, ClaimConcurrency: f.claimConcurrency,
 		EffectiveRefresh: f.effectiveRefresh,
 	}); err != nil {
 		return err
 	}
-	// One ledger for the process: the observer writes usage through it and
-	// the External Data provider reserves through it.
-	l, m, err := grants.NewLedger(mgr, f.systemNamespace, ledger.WithReservationTTL(f.reservationTTL))
-	if err != nil {
-		return err
-	}
 	// One set of ClaimCreationPolicies too: the observer renders them, and
-	// so does the provider.
+	// so does the External Data provider.
 	policies, err := builtinhost.ClaimPolicies(mgr, f.systemNamespace)
 	if err != nil {
 		return err
@@ -215,12 +218,18 @@ func run(f flags) error {
 	if err := addObserver(mgr, f, l, m, policies); err != nil {
 		return fmt.Errorf("observer: %w", err)
 	}
+	// What the provider's builtins decide against (it reserves through the
+	// process's one ledger); never the process's Env: the observer's
+	// evaluations carry their own.
+	providerEnv := &atomic.Pointer[builtins.Env]{}
 	if f.externalDataAddr != "" {
 		if err := metrics.RegisterAdmission(ctrlmetrics.Registry); err != nil {
 			return fmt.Errorf("metrics: %w", err)
 		}
-		builtins.SetDeadline(f.externalDataDeadline)
-		if err := builtinhost.Setup(mgr, l, m, policies, f.systemNamespace); err != nil {
+		if err := builtinhost.Setup(mgr, providerEnv, builtinhost.Options{
+			Ledger: l, Mirror: m, ClaimPolicies: policies,
+			SystemNamespace: f.systemNamespace, Deadline: f.externalDataDeadline,
+		}); err != nil {
 			return fmt.Errorf("external data provider: %w", err)
 		}
 	}
@@ -264,7 +273,7 @@ func run(f flags) error {
 		s := mgr.GetWebhookServer()
 		server.Store(&s)
 		if f.externalDataAddr != "" {
-			if err := mgr.Add(&externaldata.Server{Addr: f.externalDataAddr, CertDir: f.certDir, ClientCAFile: f.externalDataClientCA}); err != nil {
+			if err := mgr.Add(&externaldata.Server{Addr: f.externalDataAddr, CertDir: f.certDir, ClientCAFile: f.externalDataClientCA, Env: providerEnv.Load}); err != nil {
 				ctrl.Log.Error(err, "external data provider")
 				os.Exit(1)
 			}
@@ -300,9 +309,10 @@ func rotatedWebhooks(f flags) []rotator.WebhookInfo {
 	return out
 }
 
-// addObserver adds the observer (leader only) writing through l: it writes
-// only once l's grant mirror m has synced, since every write recomputes
-// the bucket's limit.
+// addObserver adds the observer (leader only), writing through l: it
+// writes only once l's grant mirror m has synced, since every write
+// recomputes the bucket's limit. It renders ClaimCreationPolicies from
+// policies.
 func addObserver(mgr ctrl.Manager, f flags, l *ledger.Ledger, m *grants.Mirror, policies *claimpolicies.Set) error {
 	o, err := observer.New(mgr, observer.Options{
 		Writer: l, WriterSynced: m.HasSynced, SystemNamespace: f.systemNamespace,

@@ -2,7 +2,6 @@ package kubestore
 
 import (
 	"context"
-	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -14,29 +13,18 @@ import (
 // resource type: what AnyOverLimit reads.
 const OverLimitIndex = "quotakeeper.overLimit.resourceType"
 
-// indexed holds the caches IndexOverLimit has indexed: a manager may build
-// several ledgers over one cache (the quotakeeper manager does), and a cache
-// refuses an index it already has.
-var indexed sync.Map // client.FieldIndexer -> struct{}
-
-// IndexOverLimit adds OverLimitIndex to a cache, once (call before it
-// starts); a Store whose Options.Reader is that cache sets
+// IndexOverLimit adds OverLimitIndex to a cache (call before it starts, once:
+// a cache refuses an index it already has, and a process builds one ledger
+// over its cache); a Store whose Options.Reader is that cache sets
 // Options.OverLimitIndexed.
 func IndexOverLimit(ctx context.Context, indexer client.FieldIndexer) error {
-	if _, done := indexed.LoadOrStore(indexer, struct{}{}); done {
-		return nil
-	}
-	err := indexer.IndexField(ctx, &quotav1alpha1.AllowanceBucket{}, OverLimitIndex, func(o client.Object) []string {
+	return indexer.IndexField(ctx, &quotav1alpha1.AllowanceBucket{}, OverLimitIndex, func(o client.Object) []string {
 		b, ok := o.(*quotav1alpha1.AllowanceBucket)
 		if !ok || !overLimit(&b.Status) {
 			return nil
 		}
 		return []string{b.Spec.ResourceType}
 	})
-	if err != nil {
-		indexed.Delete(indexer)
-	}
-	return err
 }
 
 // overLimit is Bucket.OverLimit on the totals the ledger wrote together.

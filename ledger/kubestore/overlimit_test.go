@@ -24,11 +24,8 @@ func TestAnyOverLimitFromTheCacheIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Twice, as the manager's two ledgers over one cache do.
-	for range 2 {
-		if err := kubestore.IndexOverLimit(ctx, c); err != nil {
-			t.Fatal(err)
-		}
+	if err := kubestore.IndexOverLimit(ctx, c); err != nil {
+		t.Fatal(err)
 	}
 	go func() { _ = c.Start(ctx) }()
 	if !c.WaitForCacheSync(ctx) {

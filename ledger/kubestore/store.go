@@ -58,7 +58,17 @@ type Options struct {
 	Backoff wait.Backoff
 	// Now stamps condition transitions.
 	Now func() time.Time
+	// IdleQueueTTL is how long a bucket's group-commit queue outlives its
+	// last write (default DefaultIdleQueueTTL). The queue keeps the object
+	// last written, which saves a GET when the bucket is written again soon;
+	// kept forever, every bucket this process ever wrote would stay in
+	// memory.
+	IdleQueueTTL time.Duration
 }
+
+// DefaultIdleQueueTTL outlasts the pauses within a burst of admissions to
+// one bucket, so the object read once serves the whole burst.
+const DefaultIdleQueueTTL = time.Minute
 
 // Store implements ledger.Store over AllowanceBucket objects.
 type Store struct {
@@ -82,6 +92,9 @@ type queue struct {
 	// GET per batch when no other process wrote in between (a conflict says
 	// when one did).
 	last *quotav1alpha1.AllowanceBucket
+	// prune drops the queue once it has been idle for IdleQueueTTL; nil
+	// while the queue is in use.
+	prune *time.Timer
 }
 
 type op struct {
@@ -109,6 +122,9 @@ func New(c client.Client, opts Options) *Store {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.IdleQueueTTL <= 0 {
+		opts.IdleQueueTTL = DefaultIdleQueueTTL
+	}
 	return &Store{client: c, opts: opts, queues: map[ledger.BucketKey]*queue{}}
 }
 
@@ -125,6 +141,12 @@ func (s *Store) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*le
 	if q == nil {
 		q = &queue{}
 		s.queues[key] = q
+	}
+	if q.prune != nil {
+		// If it already fired, it waits for s.mu and then finds the queue
+		// in use again.
+		q.prune.Stop()
+		q.prune = nil
 	}
 	q.pending = append(q.pending, o)
 	if !q.committing {
@@ -177,7 +199,18 @@ func (s *Store) drain(ctx context.Context, key ledger.BucketKey, q *queue) {
 		q.last = last
 	}
 	q.committing = false
+	q.prune = time.AfterFunc(s.opts.IdleQueueTTL, func() { s.pruneIdle(key, q) })
 	s.mu.Unlock()
+}
+
+// pruneIdle drops key's queue q unless a caller has used it since its prune
+// timer fired.
+func (s *Store) pruneIdle(key ledger.BucketKey, q *queue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queues[key] == q && !q.committing && len(q.pending) == 0 {
+		delete(s.queues, key)
+	}
 }
 
 // commit runs a batch's mutations on the current bucket and writes the result

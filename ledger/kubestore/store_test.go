@@ -209,3 +209,39 @@ func TestGroupCommit(t *testing.T) {
 	}
 	t.Logf("%d reservations in %d status writes", granted, writes)
 }
+
+// A bucket's group-commit queue (and the object it keeps) is dropped once
+// the bucket has not been written for IdleQueueTTL, so a long-running
+// process does not keep one for every bucket it ever wrote; a bucket written
+// again gets a new queue and its write lands as before.
+func TestIdleBucketQueuesArePruned(t *testing.T) {
+	ctx := context.Background()
+	grants := ledger.NewGrantSet()
+	var consumers []ledger.Consumer
+	for i := range 3 {
+		c := org(unique(fmt.Sprintf("idle-%d", i)))
+		consumers = append(consumers, c)
+		if err := grants.Set(grant(fmt.Sprintf("quotakeeper-system/idle-%d#0", i), c, projects, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := kubestore.New(newClient(t), kubestore.Options{IdleQueueTTL: time.Second})
+	l := ledger.New(store, grants)
+	for i, c := range consumers {
+		if d, err := l.Reserve(ctx, claim(fmt.Sprintf("idle-%d", i), req(c, 1))); err != nil || !d.Granted {
+			t.Fatalf("reserve in %s: %+v, %v", c.Name, d, err)
+		}
+	}
+	if n := store.Queues(); n != 3 {
+		t.Fatalf("%d queues right after writing 3 buckets, want 3", n)
+	}
+	for deadline := time.Now().Add(10 * time.Second); store.Queues() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d queues 10s after the last write, want 0 (IdleQueueTTL 1s)", store.Queues())
+		}
+	}
+	if d, err := l.Reserve(ctx, claim("idle-again", req(consumers[0], 2))); err != nil || !d.Granted {
+		t.Fatalf("reserve after the queue was pruned: %+v, %v", d, err)
+	}
+	wantStatus(t, bucketObject(t, env.Client, ledger.NewBucketKey(consumers[0], projects, nil)), 10, 0, 3, 7)
+}

@@ -4,7 +4,12 @@
 //	builders.Grant("acme-compute", ns).Consumer(acme).Allowance("compute/cpu", 1000).Obj()
 //
 // Each constructor fills only what every object of its kind needs; each method
-// sets one thing and returns the wrapper; Obj returns the object. The package
+// sets one thing and returns the wrapper; Obj returns the object. Every kind
+// of api/v1alpha1 has one: Registration, Grant, Claim, Bucket
+// (AllowanceBucket), EffectiveGrant, GrantPolicy, ClaimPolicy and Bypass
+// (QuotaBypass), and Namespace for the tenants' namespaces. A struct literal
+// stays where it says more: an object named only to be read or deleted, a
+// copy of another's spec, a projection of a read object for comparison. The package
 // is separate so that unit, envtest and end-to-end tests build objects one way
 // (instead of a grant() helper per package, each with its own signature). It
 // builds API objects only: it imports api/v1alpha1 and apimachinery, never the
@@ -18,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 )
@@ -207,10 +213,7 @@ func (w *NamespaceWrapper) Obj() *corev1.Namespace { return &w.Namespace }
 
 // Label sets one label.
 func (w *NamespaceWrapper) Label(key, value string) *NamespaceWrapper {
-	if w.ObjectMeta.Labels == nil {
-		w.ObjectMeta.Labels = map[string]string{}
-	}
-	w.ObjectMeta.Labels[key] = value
+	setLabel(&w.ObjectMeta, key, value)
 	return w
 }
 
@@ -219,5 +222,111 @@ func (w *NamespaceWrapper) Labels(labels map[string]string) *NamespaceWrapper {
 	for k, v := range labels {
 		w.Label(k, v)
 	}
+	return w
+}
+
+// setLabel sets one label of md.
+func setLabel(md *metav1.ObjectMeta, key, value string) {
+	if md.Labels == nil {
+		md.Labels = map[string]string{}
+	}
+	md.Labels[key] = value
+}
+
+// setAnnotation sets one annotation of md.
+func setAnnotation(md *metav1.ObjectMeta, key, value string) {
+	if md.Annotations == nil {
+		md.Annotations = map[string]string{}
+	}
+	md.Annotations[key] = value
+}
+
+// Labels sets every label in labels.
+func (w *GrantWrapper) Labels(labels map[string]string) *GrantWrapper {
+	for k, v := range labels {
+		setLabel(&w.ObjectMeta, k, v)
+	}
+	return w
+}
+
+// Annotations sets every annotation in annotations.
+func (w *GrantWrapper) Annotations(annotations map[string]string) *GrantWrapper {
+	for k, v := range annotations {
+		setAnnotation(&w.ObjectMeta, k, v)
+	}
+	return w
+}
+
+// OwnedBy appends an owner reference.
+func (w *GrantWrapper) OwnedBy(ref metav1.OwnerReference) *GrantWrapper {
+	w.OwnerReferences = append(w.OwnerReferences, ref)
+	return w
+}
+
+// Finalizer adds a finalizer, as a test holding the registration being
+// deleted does.
+func (w *RegistrationWrapper) Finalizer(f string) *RegistrationWrapper {
+	w.Finalizers = append(w.Finalizers, f)
+	return w
+}
+
+// Created sets metadata.creationTimestamp, as the apiserver would have.
+func (w *RegistrationWrapper) Created(at time.Time) *RegistrationWrapper {
+	w.CreationTimestamp = metav1.NewTime(at)
+	return w
+}
+
+// Label sets one label.
+func (w *ClaimWrapper) Label(key, value string) *ClaimWrapper {
+	setLabel(&w.ObjectMeta, key, value)
+	return w
+}
+
+// Labels sets every label in labels.
+func (w *ClaimWrapper) Labels(labels map[string]string) *ClaimWrapper {
+	for k, v := range labels {
+		w.Label(k, v)
+	}
+	return w
+}
+
+// Annotations sets every annotation in annotations.
+func (w *ClaimWrapper) Annotations(annotations map[string]string) *ClaimWrapper {
+	for k, v := range annotations {
+		setAnnotation(&w.ObjectMeta, k, v)
+	}
+	return w
+}
+
+// View labels the claim a view, as the observer writes one.
+func (w *ClaimWrapper) View() *ClaimWrapper { return w.Label(quotav1alpha1.ViewLabel, "true") }
+
+// OwnedBy appends an owner reference.
+func (w *ClaimWrapper) OwnedBy(ref metav1.OwnerReference) *ClaimWrapper {
+	w.OwnerReferences = append(w.OwnerReferences, ref)
+	return w
+}
+
+// For sets spec.resourceRef, the object the claim is for.
+func (w *ClaimWrapper) For(ref quotav1alpha1.ObjectRef) *ClaimWrapper {
+	w.Spec.ResourceRef = &ref
+	return w
+}
+
+// UID sets metadata.uid, as the apiserver would have.
+func (w *ClaimWrapper) UID(uid types.UID) *ClaimWrapper {
+	w.ObjectMeta.UID = uid
+	return w
+}
+
+// Generation sets metadata.generation, as the apiserver would have.
+func (w *ClaimWrapper) Generation(g int64) *ClaimWrapper {
+	w.ObjectMeta.Generation = g
+	return w
+}
+
+// Status sets the status as given.
+func (w *ClaimWrapper) Status(st quotav1alpha1.ResourceClaimStatus) *ClaimWrapper {
+	w.ResourceClaim.Status = st
 	return w
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -150,9 +151,7 @@ func TestBreakGlassBypassesQuotaForAWhile(t *testing.T) {
 		t.Fatalf("cm-2 at the limit: got %v\nwant %s", err, want)
 	}
 
-	bypass := &quotav1alpha1.QuotaBypass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-incident"},
-		Spec: quotav1alpha1.QuotaBypassSpec{Reason: "INC-42: quota ledger unreachable", Duration: metav1.Duration{Duration: duration},
-			Constraints: []quotav1alpha1.BypassedConstraint{{Kind: "QuotaEntity", Name: name}}}}
+	bypass := builders.Bypass("e2e-incident", "INC-42: quota ledger unreachable", duration).Constraint("QuotaEntity", name).Obj()
 	// Outside the group, the same role is not enough.
 	err = mallory.Create(ctx, bypass.DeepCopy())
 	if want := `admission webhook "vquotabypass.quota.miloapis.com" denied the request: quotabypasses.quota.miloapis.com "e2e-incident" is forbidden: ` +

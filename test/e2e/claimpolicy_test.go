@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -160,4 +164,79 @@ func TestClaimCreationPolicyInvalidCELIsRefused(t *testing.T) {
 	if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(p), &quotav1alpha1.ClaimCreationPolicy{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("refused policy stored: %v", err)
 	}
+}
+
+// An edit of a ClaimCreationPolicy's spec (here its amount, written two
+// ways that count the same) keeps its QuotaClaimPolicy constraint, the same
+// object, while the new generation is judged: removed and made again, as it
+// was, the policy's objects went unchecked until Gatekeeper had loaded the
+// new constraint, and with the bucket full (2 bytes of 2) creates racing
+// five edits were admitted 45 times. Creates from four goroutines for 2 s
+// after each edit: every one is denied, and the bucket stays at the truth.
+func TestAClaimPolicyEditLeavesNothingUnchecked(t *testing.T) {
+	const ns, rt, policy = "e2e-ccp-edit", "e2e.quota/ccp-edit-bytes", "e2e-ccp-edit-bytes"
+	namespace(t, ns, nil)
+	registration(t, rt, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer)
+	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}
+	grant(t, "bytes", consumer, rt, 2)
+	claimPolicy(t, builders.ClaimPolicy(policy, "v1", "ConfigMap",
+		quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.namespace }}"}).
+		Condition(`trigger.metadata.namespace == "`+ns+`"`).
+		Request(rt, intstr.FromString(payloadAmounts[0])).Obj())
+	create(t, payloadConfigMap(ns, "full", 2))
+	waitBucket(t, consumer, rt, 2, 0)
+	constraintUID := func() k8stypes.UID {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(claimpolicies.ConstraintGVK)
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: policy}, u); err != nil {
+			t.Fatalf("the policy's constraint: %v", err)
+		}
+		return u.GetUID()
+	}
+	uid := constraintUID()
+
+	var attempts, admitted atomic.Int64
+	for i := range 5 {
+		p := &quotav1alpha1.ClaimCreationPolicy{}
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Name: policy}, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.Target.ResourceClaimTemplate.Spec.Requests[0].Amount = intstr.FromString(payloadAmounts[(i+1)%2])
+		if err := cluster.Client.Update(context.Background(), p); err != nil {
+			t.Fatalf("edit %d: %v", i, err)
+		}
+		var wg sync.WaitGroup
+		deadline := time.Now().Add(2 * time.Second)
+		for range 4 {
+			wg.Go(func() {
+				for time.Now().Before(deadline) {
+					name := fmt.Sprintf("x-%d", attempts.Add(1))
+					err := cluster.Client.Create(context.Background(), payloadConfigMap(ns, name, 1))
+					switch {
+					case err == nil:
+						admitted.Add(1)
+					case !apierrors.IsForbidden(err):
+						t.Errorf("create %s: %v", name, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if got := constraintUID(); got != uid {
+			t.Errorf("edit %d: the constraint was made again (uid %s, was %s)", i, got, uid)
+			uid = got
+		}
+	}
+	if admitted.Load() != 0 {
+		t.Fatalf("%d of %d creates of 1 byte admitted with the bucket full (2 of 2) while the policy was edited", admitted.Load(), attempts.Load())
+	}
+	waitBucket(t, consumer, rt, 2, 0)
+	var list corev1.ConfigMapList
+	if err := cluster.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "full" {
+		t.Fatalf("%d live ConfigMaps, want only full", len(list.Items))
+	}
+	t.Logf("%d creates denied across five edits", attempts.Load())
 }

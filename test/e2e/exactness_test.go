@@ -545,3 +545,100 @@ func TestAnObjectWhosePolicyNoLongerRendersKeepsCounting(t *testing.T) {
 	}
 	waitBucket(t, consumer, rt, 1, 0)
 }
+
+// Two updates of a kind without metadata.generation that grow it by the
+// same amount, one after the other (a 1 -> 4, then 4 -> 7), ask under the
+// same claim id, <uid>/0/3: the second was taken for a replay of the first
+// and reserved nothing, so the bucket held 1 + 3 for an object about to
+// count 7, a create of 6 was admitted, and the live objects used 13 of 10
+// (ledger.laterUpdate). The manager is down meanwhile, so that the first
+// is not folded before the second is admitted; the second is held in
+// flight by a later webhook.
+func TestTwoUpdatesOfTheSameGrowthAreEachReserved(t *testing.T) {
+	const ns, rt = "e2e-samegrowth", "e2e.quota/samegrowth-units"
+	consumer := unitsQuota(t, ns, rt, 10)
+	a := unitsConfigMap(ns, "a", 1)
+	create(t, a)
+	waitBucket(t, consumer, rt, 1, 0)
+
+	// A second webhook holds the updates annotated e2e.quota/hold until
+	// the test lets them go.
+	release := make(chan struct{})
+	laterWebhook(t, "hold-updates", ns, configMapUpdates, func(ctx context.Context, obj metav1.PartialObjectMetadata) *admissionv1.AdmissionResponse {
+		if obj.Annotations["e2e.quota/hold"] == "true" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return &admissionv1.AdmissionResponse{Allowed: true}
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	update := func(units int, annotations map[string]string) error {
+		cm := &corev1.ConfigMap{}
+		if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(a), cm); err != nil {
+			return err
+		}
+		cm.Annotations = map[string]string{unitsAnnotation: strconv.Itoa(units)}
+		for k, v := range annotations {
+			cm.Annotations[k] = v
+		}
+		return cluster.Client.Update(context.Background(), cm)
+	}
+	// The webhook is in the chain once a dry run of an update passes it.
+	testenv.Eventually(t, time.Minute, "the hold webhook serving", func() error {
+		cm := unitsConfigMap(ns, "a", 1)
+		cm.ResourceVersion = ""
+		return cluster.Client.Patch(context.Background(), cm, client.MergeFrom(unitsConfigMap(ns, "a", 1)), client.DryRunAll)
+	})
+
+	cluster.Manager.Kill()
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = cluster.Restart(context.Background(), cluster.Manager)
+		}
+	})
+	if err := update(4, nil); err != nil {
+		t.Fatalf("update a from 1 to 4: %v", err)
+	}
+	// The second, from 4 to 7, is admitted and held.
+	updated := make(chan error, 1)
+	go func() { updated <- update(7, map[string]string{"e2e.quota/hold": "true"}) }()
+	testenv.Eventually(t, 10*time.Second, "both growths reserved", func() error {
+		if st := bucket(t, consumer, rt); st.Allocated != 1 || st.Reserved != 6 {
+			return fmt.Errorf("allocated %d reserved %d reservations %+v, want 1 and 6", st.Allocated, st.Reserved, st.Reservations)
+		}
+		return nil
+	})
+	st := bucket(t, consumer, rt)
+	wantID := fmt.Sprintf("%s/0/3", a.UID)
+	if len(st.Reservations) != 1 || st.Reservations[0].ID != wantID || st.Reservations[0].Amount != 6 || st.Reservations[0].Total != 7 {
+		t.Fatalf("reservations %+v, want one, %s of 6 with total 7", st.Reservations, wantID)
+	}
+	// Nothing is left for b: a will hold 7.
+	err := cluster.Client.Create(context.Background(), unitsConfigMap(ns, "b", 6))
+	want := "quota exceeded for Namespace " + ns + ": requested 6 of " + rt + ", available 3 of 10 (allocated 1, reserved 6)" + seeEffective(ns, consumer, rt)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("create b with 6 while a grows from 1 to 4 to 7: %v\nwant the denial %q", err, want)
+	}
+	close(release)
+	if err := <-updated; err != nil {
+		t.Fatalf("update a from 4 to 7: %v", err)
+	}
+	// The observer counts a at 7 and folds the reservation.
+	if err := cluster.Restart(context.Background(), cluster.Manager); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	waitBucket(t, consumer, rt, 7, 0)
+	if got := liveUnits(t, ns); got != 7 {
+		t.Fatalf("the live ConfigMaps ask for %d units, want 7", got)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -27,24 +28,10 @@ func TestGrantPolicyProvisionsWhatGatekeeperEnforces(t *testing.T) {
 	const ns, rt, tier = "e2e-tenant", "e2e.quota/policy-configmaps", "e2e.quota/tier"
 	ctx := context.Background()
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
-	policy := &quotav1alpha1.GrantCreationPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-tenant-tier"},
-		Spec: quotav1alpha1.GrantCreationPolicySpec{
-			Trigger: quotav1alpha1.PolicyTrigger{
-				Resource:   quotav1alpha1.TriggerResource{APIVersion: "v1", Kind: "Namespace"},
-				Conditions: []quotav1alpha1.TriggerCondition{{Expression: fmt.Sprintf(`trigger.metadata.?labels[?%q].orValue("") != ""`, tier)}},
-			},
-			Target: quotav1alpha1.GrantTarget{ResourceGrantTemplate: quotav1alpha1.ResourceGrantTemplate{
-				Metadata: quotav1alpha1.ObjectMetaTemplate{Name: "tier-{{ trigger.metadata.name }}"},
-				Spec: quotav1alpha1.ResourceGrantSpecTemplate{
-					ConsumerRef: quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.name }}"},
-					Allowances: []quotav1alpha1.AllowanceTemplate{{ResourceType: rt, Buckets: []quotav1alpha1.GrantBucketTemplate{{
-						Amount: intstr.FromString(fmt.Sprintf(`{{ trigger.metadata.labels[%q] == "gold" ? 2 : 1 }}`, tier)),
-					}}}},
-				},
-			}},
-		},
-	}
+	policy := builders.GrantPolicy("e2e-tenant-tier", "v1", "Namespace", quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.name }}"}).
+		Condition(fmt.Sprintf(`trigger.metadata.?labels[?%q].orValue("") != ""`, tier)).
+		GrantName("tier-{{ trigger.metadata.name }}").
+		Allowance(rt, intstr.FromString(fmt.Sprintf(`{{ trigger.metadata.labels[%q] == "gold" ? 2 : 1 }}`, tier))).Obj()
 	create(t, policy)
 	testenv.Eventually(t, time.Minute, "policy Ready", func() error {
 		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(policy), policy); err != nil {

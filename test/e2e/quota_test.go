@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -121,13 +122,7 @@ func TestAllocationClaims(t *testing.T) {
 	grant(t, "cpu", consumer, rt, 4000)
 
 	decide := func(name string, amount int64) *quotav1alpha1.ResourceClaim {
-		claim := &quotav1alpha1.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: quotav1alpha1.ResourceClaimSpec{
-				ConsumerRef: consumer,
-				Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: rt, Amount: amount}},
-			},
-		}
+		claim := builders.Claim(name, ns).Consumer(consumer).Request(rt, amount, nil).Obj()
 		create(t, claim)
 		testenv.Eventually(t, time.Minute, "claim "+name+" decided", func() error {
 			if err := cluster.Client.Get(context.Background(), client.ObjectKeyFromObject(claim), claim); err != nil {

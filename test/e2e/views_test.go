@@ -19,6 +19,7 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/ledger"
 	"github.com/quotakeeper/quotakeeper/names"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -75,27 +76,19 @@ func waitViewOf(t *testing.T, ns, name string, consumer quotav1alpha1.ConsumerRe
 	// Milo's marks of a claim written for an object, and ours of a view.
 	labels := map[string]string{quotav1alpha1.ViewLabel: "true", quotav1alpha1.AutoCreatedLabel: "true"}
 	maps.Copy(labels, md.labels)
-	want := quotav1alpha1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: key.Namespace, Name: key.Name, Generation: 1,
-			Labels: labels, Annotations: md.annotations,
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: cm.UID,
-				Controller: ptr.To(false), BlockOwnerDeletion: ptr.To(false)}},
-		},
-		Spec: quotav1alpha1.ResourceClaimSpec{
-			ConsumerRef: consumer,
-			Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: resourceType, Amount: 1}},
-			ResourceRef: &quotav1alpha1.ObjectRef{Kind: "ConfigMap", Namespace: ns, Name: name, UID: string(cm.UID)},
-		},
-		Status: quotav1alpha1.ResourceClaimStatus{
+	want := builders.Claim(key.Name, key.Namespace).Generation(1).Labels(labels).Annotations(md.annotations).
+		OwnedBy(metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: name, UID: cm.UID,
+			Controller: ptr.To(false), BlockOwnerDeletion: ptr.To(false)}).
+		Consumer(consumer).Request(resourceType, 1, nil).
+		For(quotav1alpha1.ObjectRef{Kind: "ConfigMap", Namespace: ns, Name: name, UID: string(cm.UID)}).
+		Status(quotav1alpha1.ResourceClaimStatus{
 			ObservedGeneration: 1,
 			Allocations: []quotav1alpha1.RequestAllocation{{ResourceType: resourceType, Status: quotav1alpha1.AllocationGranted,
 				Reason: quotav1alpha1.ReasonQuotaAvailable, AllocatedAmount: 1, AllocatingBucket: bucket}},
 			Conditions: []metav1.Condition{{Type: quotav1alpha1.ConditionGranted, Status: metav1.ConditionTrue,
 				Reason: quotav1alpha1.ReasonQuotaAvailable, ObservedGeneration: 1,
 				Message: "All 1 resource requests have been granted"}},
-		},
-	}
+		}).Obj()
 	got := &quotav1alpha1.ResourceClaim{}
 	testenv.Eventually(t, time.Minute, "view of ConfigMap "+ns+"/"+name, func() error {
 		if err := cluster.Client.Get(context.Background(), key, got); err != nil {
@@ -113,7 +106,7 @@ func waitViewOf(t *testing.T, ns, name string, consumer quotav1alpha1.ConsumerRe
 		for i := range seen.Status.Conditions {
 			seen.Status.Conditions[i].LastTransitionTime = metav1.Time{}
 		}
-		if diff := cmp.Diff(want, seen); diff != "" {
+		if diff := cmp.Diff(*want, seen); diff != "" {
 			return fmt.Errorf("(-want +got):\n%s", diff)
 		}
 		return nil

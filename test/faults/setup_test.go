@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -130,17 +129,11 @@ func getBucket(ctx context.Context, ns string) (*quotav1alpha1.AllowanceBucket, 
 	return b, cluster.Client.Get(ctx, bucketKey(ns), b)
 }
 
-func activeCondition(ctx context.Context, obj client.Object) error {
+func activeCondition(ctx context.Context, obj quotav1alpha1.ConditionGetter) error {
 	if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return err
 	}
-	var conds []metav1.Condition
-	switch o := obj.(type) {
-	case *quotav1alpha1.ResourceRegistration:
-		conds = o.Status.Conditions
-	case *quotav1alpha1.ResourceGrant:
-		conds = o.Status.Conditions
-	}
+	conds := obj.GetConditions()
 	if !meta.IsStatusConditionTrue(conds, quotav1alpha1.ConditionActive) {
 		return fmt.Errorf("%s not Active: %+v", obj.GetName(), conds)
 	}

@@ -7,13 +7,13 @@ import (
 	"testing/fstest"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/celpolicy"
 	"github.com/quotakeeper/quotakeeper/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
 	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 const registration = `apiVersion: quota.miloapis.com/v1alpha1
@@ -103,13 +103,8 @@ func TestClaimPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &v1alpha1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "cm-1-claim"},
-		Spec: v1alpha1.ResourceClaimSpec{
-			ConsumerRef: v1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"},
-			Requests:    []v1alpha1.ResourceRequest{{ResourceType: "core/configmaps", Amount: 1}},
-		},
-	}
+	want := builders.Claim("cm-1-claim", "").Consumer(v1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"}).
+		Request("core/configmaps", 1, nil).Obj()
 	if got == nil || !equality.Semantic.DeepEqual(got.ObjectMeta, want.ObjectMeta) || !equality.Semantic.DeepEqual(got.Spec, want.Spec) {
 		t.Errorf("claim:\n got %+v\nwant %+v", got, want)
 	}

@@ -28,14 +28,19 @@ import (
 // objects count, reserved what is still in flight.
 
 // cluster is what a case's steps share: the ledger admission reserves in,
-// its store, the ClaimCreationPolicies, and the objects a cluster would now
-// hold.
+// its store, the ClaimCreationPolicies, the units, and the objects a cluster
+// would now hold.
 type cluster struct {
 	ledger   *ledger.Ledger
 	store    ledger.Store
 	policies *claimpolicies.Set
 	units    builtins.UnitSource   // the quota files' registrations
 	objects  map[string]liveObject // by uid
+}
+
+// env is what the builtins decide against in the case, reserving in l.
+func (cl *cluster) env(l *ledger.Ledger) *builtins.Env {
+	return &builtins.Env{Ledger: l, ClaimPolicies: cl.policies, Units: cl.units}
 }
 
 // liveObject is one admitted object as the cluster now holds it, and what
@@ -162,8 +167,7 @@ func (r *Runner) measure(ctx context.Context, s *Suite, t *Test, c *Case, st Ste
 		return nil, err
 	}
 	store := &recordingStore{Store: ledger.NewMemoryStore()}
-	builtins.Use(ledger.New(store, unlimited{}))
-	defer builtins.Use(cl.ledger)
+	ctx = builtins.WithEnv(ctx, cl.env(ledger.New(store, unlimited{})))
 	no := intstr.FromString("no")
 	if _, err := r.review(ctx, s, t, c.Name+"#observe", object, c, st, []verify.Assertion{{Violations: &no}}); err != nil {
 		return nil, err

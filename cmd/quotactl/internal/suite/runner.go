@@ -22,8 +22,8 @@ import (
 // Runner runs suites. Reviews go through gator's verify.Runner, over a file
 // system that also serves the AdmissionReviews this package writes for
 // Admission blocks. The quota builtins must be registered (builtins.Register)
-// before the first run; the runner points them at each case's ledger with
-// builtins.Use, so runs must not overlap.
+// before the first run; each case's reviews carry the case's own Env (its
+// ledger, policies and units: builtins.WithEnv), so runs may overlap.
 type Runner struct {
 	files *overlay
 	gator *verify.Runner
@@ -131,12 +131,7 @@ func (r *Runner) runCase(ctx context.Context, s *Suite, t *Test, c *Case) (res v
 		res.Error = fmt.Errorf("quota: %w", err)
 		return res, nil
 	}
-	builtins.Use(cl.ledger)
-	defer builtins.Use(nil)
-	builtins.UseClaimPolicies(cl.policies)
-	defer builtins.UseClaimPolicies(nil)
-	builtins.UseUnits(cl.units)
-	defer builtins.UseUnits(nil)
+	ctx = builtins.WithEnv(ctx, cl.env(cl.ledger))
 
 	steps := c.Steps
 	if len(steps) == 0 {

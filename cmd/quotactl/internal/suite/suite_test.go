@@ -2,6 +2,7 @@ package suite_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,8 +14,13 @@ import (
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/suite"
 )
 
+// TestMain registers the builtins with no process Env: every case's
+// reviews carry their own.
 func TestMain(m *testing.M) {
-	builtins.Register()
+	if err := builtins.Register(nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	os.Exit(m.Run())
 }
 
@@ -85,19 +91,38 @@ func TestStandardGatorSuitesRunUnchanged(t *testing.T) {
 	})
 }
 
+var freshLedgerOutcomes = map[string]string{
+	"fresh-ledger/first":  "",
+	"fresh-ledger/second": "",
+	"fresh-ledger/steps":  "",
+}
+
 func TestEveryCaseGetsAFreshLedgerAndStepsShareIt(t *testing.T) {
-	assertOutcomes(t, outcomes(run(t, "fresh-ledger.yaml")), map[string]string{
-		"fresh-ledger/first":  "",
-		"fresh-ledger/second": "",
-		"fresh-ledger/steps":  "",
-	})
+	assertOutcomes(t, outcomes(run(t, "fresh-ledger.yaml")), freshLedgerOutcomes)
+}
+
+var observedOutcomes = map[string]string{
+	"observed/create-deny-delete-create":  "",
+	"observed/decided-by-a-second-review": "",
 }
 
 func TestAdmittedObjectsCountDeletedOnesStop(t *testing.T) {
-	assertOutcomes(t, outcomes(run(t, "observed.yaml")), map[string]string{
-		"observed/create-deny-delete-create":  "",
-		"observed/decided-by-a-second-review": "",
-	})
+	assertOutcomes(t, outcomes(run(t, "observed.yaml")), observedOutcomes)
+}
+
+// Issue 26: runs may overlap. Each case's reviews carry the case's own
+// ledger (builtins.WithEnv), so suites run at once, three times over, each
+// give the outcomes they give alone (cases that fill their ledger and
+// expect denials, and cases that measure in a ledger of their own).
+func TestRunsMayOverlap(t *testing.T) {
+	for i := range 3 {
+		for file, want := range map[string]map[string]string{"fresh-ledger.yaml": freshLedgerOutcomes, "observed.yaml": observedOutcomes} {
+			t.Run(fmt.Sprintf("%s#%d", file, i), func(t *testing.T) {
+				t.Parallel()
+				assertOutcomes(t, outcomes(run(t, file)), want)
+			})
+		}
+	}
 }
 
 func TestFailuresSayWhichStepAndWhatWasSeen(t *testing.T) {

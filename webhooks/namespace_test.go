@@ -1,4 +1,4 @@
-package controllers_test
+package webhooks_test
 
 import (
 	"testing"
@@ -6,8 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -117,17 +117,4 @@ func TestOnlyConfiguredGroupsMoveANamespaceBetweenConsumers(t *testing.T) {
 	if err := relabel(alice, map[string]*string{"t40.example.com/project": str("web")}); err != nil {
 		t.Fatalf("unregistered consumer kind: %v", err)
 	}
-}
-
-// clientAs is a client that acts as user in group (and
-// system:authenticated), subject to RBAC.
-func clientAs(t *testing.T, user, group string) client.Client {
-	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{group, "system:authenticated"}}
-	c, err := client.New(cfg, client.Options{Scheme: k8s.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }

@@ -31,6 +31,11 @@
 // ledgers run side by side, and the package keeps no mutable state
 // (golangci-lint's gochecknoglobals holds it to that).
 //
+// Call calls one builtin by name against a given Env, with its arguments
+// as JSON values: how the manager's External Data provider (package
+// externaldata) answers a stock Gatekeeper's external_data calls from the
+// templates' twins, with the very implementations Register registers.
+//
 // A review's context may carry a Reservations (WithReservations): quota.reserve
 // then records there what each granted call added, so that the hosting
 // process can give it back when the review ends in a denial

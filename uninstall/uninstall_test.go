@@ -17,11 +17,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/bypass"
 	"github.com/quotakeeper/quotakeeper/counted"
+	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 	"github.com/quotakeeper/quotakeeper/uninstall"
@@ -76,6 +78,45 @@ func webhookConfigurations() []client.Object {
 		&admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "quotakeeper-validating-webhook-configuration"}},
 		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "quotakeeper-mutating-webhook-configuration"}},
 	}
+}
+
+// hookClient applies the chart's pre-delete hook ServiceAccount and RBAC
+// (helm template, as helm uninstall creates them) and returns a client that
+// authenticates as that ServiceAccount: the hook runs with exactly the
+// chart's permissions, so a rule the chart lacks fails here.
+func hookClient(t *testing.T, ns string) client.Client {
+	t.Helper()
+	helm, err := localcluster.HelmBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := localcluster.RenderQuotakeeperChart(helm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range r.Kinds("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding") {
+		if obj.GetAnnotations()["helm.sh/hook"] != "pre-delete" {
+			continue
+		}
+		obj.SetResourceVersion("")
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("create the hook's %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	sa := localcluster.ServiceAccount{Namespace: ns, Name: "quotakeeper-uninstall"}
+	kubeconfig, err := env.Kubeconfig(sa.UserName(), sa.Groups()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // Done when (issue 25): once the chart's pre-delete hook has run, nothing
@@ -148,6 +189,7 @@ func TestUninstallRemovesFinalizersWebhooksAndLeftovers(t *testing.T) {
 		Allowance("example.com/cpu", 10000).Obj()
 	create(t, grant)
 
+	hook := hookClient(t, ns)
 	opts := uninstall.Options{
 		Namespace: ns, SystemNamespace: ns, Deployment: "quotakeeper-manager",
 		ValidatingWebhookConfiguration: "quotakeeper-validating-webhook-configuration",
@@ -160,7 +202,7 @@ func TestUninstallRemovesFinalizersWebhooksAndLeftovers(t *testing.T) {
 
 	// The manager pod outlives the Deployment: the hook waits for it and
 	// touches nothing else.
-	err := uninstall.Run(ctx, env.Client, opts)
+	err := uninstall.Run(ctx, hook, opts)
 	if err == nil || !strings.Contains(err.Error(), "stop the manager: 1 manager pod(s) still running after 2s") {
 		t.Fatalf("uninstall with a manager pod running: %v, want it to wait for the pod", err)
 	}
@@ -179,7 +221,7 @@ func TestUninstallRemovesFinalizersWebhooksAndLeftovers(t *testing.T) {
 	if err := env.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	if err := uninstall.Run(ctx, env.Client, opts); err != nil {
+	if err := uninstall.Run(ctx, hook, opts); err != nil {
 		t.Fatal(err)
 	}
 	for _, obj := range append(webhookConfigurations(), leftovers...) {
@@ -218,7 +260,7 @@ func TestUninstallRemovesFinalizersWebhooksAndLeftovers(t *testing.T) {
 	}
 
 	// Run again (a hook retried): nothing left to do, no error.
-	if err := uninstall.Run(ctx, env.Client, opts); err != nil {
+	if err := uninstall.Run(ctx, hook, opts); err != nil {
 		t.Errorf("second run: %v", err)
 	}
 }
@@ -235,4 +277,3 @@ func getClaim(t *testing.T, c *quotav1alpha1.ResourceClaim) *quotav1alpha1.Resou
 func slicesEqual(a, b []string) bool {
 	return strings.Join(a, "\x00") == strings.Join(b, "\x00")
 }
-

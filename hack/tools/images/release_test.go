@@ -588,4 +588,3 @@ func fileSHA256(t *testing.T, path string) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }
-

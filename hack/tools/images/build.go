@@ -76,7 +76,7 @@ func build(o buildOptions) error {
 			return err
 		}
 		for _, a := range adds {
-			if a.Descriptor.Platform.Architecture == arch {
+			if a.Platform.Architecture == arch {
 				return fmt.Errorf("two binaries for linux/%s: %s", arch, binary)
 			}
 		}

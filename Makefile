@@ -33,24 +33,32 @@ IMAGES_TOOL := $(BIN)/images-ggcr-$(GGCR_VERSION)
 # installs what `helm template` renders; built from hack/tools/helm.
 HELM_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "helm.sh/helm/v3") print $$(i+1)}' hack/tools/helm/go.mod)
 HELM := $(BIN)/helm-$(HELM_VERSION)
+# cyclonedx-gomod writes the release SBOMs (make release), built from
+# hack/tools/cyclonedx-gomod, keyed by its module version.
+CYCLONEDX_GOMOD_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/CycloneDX/cyclonedx-gomod") print $$(i+1)}' hack/tools/cyclonedx-gomod/go.mod)
+CYCLONEDX_GOMOD := $(BIN)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
 
 GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
 
 # The version every binary prints (--version; quotactl version): git describe
-# of the checkout, "dev" outside git. Gatekeeper's own version variable gets
+# of the checkout, "dev" outside git. Releases are cut from tags vMAJOR.MINOR.PATCH
+# (docs/operations.md#releases), so on a tagged commit this is the release. Gatekeeper's own version variable gets
 # the release go.mod pins, as Gatekeeper's Makefile sets it.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GATEKEEPER_VERSION := $(shell awk '$$1 == "github.com/open-policy-agent/gatekeeper/v3" {print $$2}' go.mod)
 # Gatekeeper's stock Helm chart, from its module in the module cache.
 GATEKEEPER_CHART = $(shell go list -m -f '{{.Dir}}' github.com/open-policy-agent/gatekeeper/v3)/charts/gatekeeper
 LDFLAGS := -X github.com/quotakeeper/quotakeeper/version.Version=$(VERSION)
-GO_BUILD_FLAGS := -ldflags '$(LDFLAGS)'
+# -trimpath: no path of this machine in a binary, so a release is the same
+# bytes wherever it is built; and make test's builds fill the build cache
+# with what make release's linux/amd64 builds then only link.
+GO_BUILD_FLAGS := -trimpath -ldflags '$(LDFLAGS)'
 # The binaries we ship are linked statically, without cgo, so they run on a
 # distroless static base (no libc). Only those builds: the race detector of
 # `go test -race` needs cgo. test/binaries checks the outputs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build generate verify lint vet test unit fuzz bench testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota images e2e faults exactness run load clean help
+.PHONY: all build generate verify lint vet test unit fuzz bench testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota images release release-test e2e faults exactness run load clean help
 
 all: build
 
@@ -92,6 +100,7 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	cd hack/tools/promtool && go mod tidy -diff
 	cd hack/tools/images && go mod tidy -diff
 	cd hack/tools/helm && go mod tidy -diff
+	cd hack/tools/cyclonedx-gomod && go mod tidy -diff
 	cd hack/testbin/kube-apiserver && go mod tidy -diff
 	cd hack/testbin/etcd && go mod tidy -diff
 	go vet ./...
@@ -142,6 +151,11 @@ $(HELM):
 	@mkdir -p $(BIN)
 	@echo "building helm $(HELM_VERSION) from module sources (a few minutes cold)"
 	cd hack/tools/helm && go build -o $@ helm.sh/helm/v3/cmd/helm
+
+$(CYCLONEDX_GOMOD):
+	@mkdir -p $(BIN)
+	@echo "building cyclonedx-gomod $(CYCLONEDX_GOMOD_VERSION) from module sources (about a minute cold)"
+	cd hack/tools/cyclonedx-gomod && go build -o $@ github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod
 
 $(PROMTOOL):
 	@mkdir -p $(BIN)
@@ -204,12 +218,14 @@ gatekeeper: $(GATEKEEPER_BIN) ## Gatekeeper v3.23.1 with quotakeeper's builtins 
 # `go list -deps ./plugin | grep quotakeeper/quotakeeper` (a check in verify
 # keeps the list whole).
 GATEKEEPER_PACKAGES := api builtinhost builtins bypass celpolicy claimpolicies counted eventnote grants ledger metrics names plugin podresources quantities validation version hack/gatekeeper
+# GATEKEEPER_BUILD is that build less -o and the package; make release runs
+# it per architecture.
+GATEKEEPER_BUILD = $(STATIC) go build -trimpath -mod=vendor -tags quotakeeper_overlay -overlay $(BIN)/gatekeeper-overlay.json \
+	-ldflags '$(LDFLAGS) -X github.com/open-policy-agent/gatekeeper/v3/pkg/version.Version=$(GATEKEEPER_VERSION)'
 $(GATEKEEPER_BIN): go.mod go.sum $(shell find $(GATEKEEPER_PACKAGES) -name '*.go' 2>/dev/null)
 	go mod vendor
 	hack/gatekeeper/overlay.sh > $(BIN)/gatekeeper-overlay.json
-	$(STATIC) go build -mod=vendor -tags quotakeeper_overlay -overlay $(BIN)/gatekeeper-overlay.json \
-		-ldflags '$(LDFLAGS) -X github.com/open-policy-agent/gatekeeper/v3/pkg/version.Version=$(GATEKEEPER_VERSION)' \
-		-o $@ github.com/open-policy-agent/gatekeeper/v3 || { rm -rf vendor; exit 1; }
+	$(GATEKEEPER_BUILD) -o $@ github.com/open-policy-agent/gatekeeper/v3 || { rm -rf vendor; exit 1; }
 	rm -rf vendor
 
 # Gatekeeper as its release builds it: `go install pkg@version` builds in
@@ -314,6 +330,51 @@ images: gatekeeper manager $(IMAGES_TOOL) ## The server images gatekeeper-quotak
 	$(IMAGE_BUILD) --name quotakeeper-manager --binary $(MANAGER)
 	$(IMAGE_VERIFY) --name gatekeeper-quotakeeper --binary $(GATEKEEPER_BIN)
 	$(IMAGE_VERIFY) --name quotakeeper-manager --binary $(MANAGER)
+
+# A release (docs/operations.md#releases): every artifact under
+# _output/release/ for VERSION, which must be semver (vMAJOR.MINOR.PATCH,
+# optionally -prerelease): the images for RELEASE_IMAGE_PLATFORMS as OCI
+# layouts, the chart packaged, the CRDs as one file, kubectl-quota and
+# quotactl for RELEASE_CLI_PLATFORMS as tar.gz archives with SHA256SUMS, a
+# CycloneDX SBOM per image platform and binary, the krew manifest and the
+# release notes (CHANGELOG.md). Binaries are built with -trimpath, so the
+# same commit and Go release give the same bytes and image digests.
+# hack/release/release.sh does the work; this target gives it the tools
+# and flags. Cold, about 22 minutes of CPU (two Gatekeeper builds, eight
+# CLI builds); under 3 minutes with a warm build cache.
+RELEASE_DIR             ?= $(CURDIR)/_output/release
+RELEASE_BUILD_DIR       := $(CURDIR)/_output/release-build
+RELEASE_IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+RELEASE_CLI_PLATFORMS   ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+# Where the release's files are downloaded from (the krew manifest's URIs).
+RELEASE_URL             ?= $(IMAGE_SOURCE)/releases/download/$(VERSION)
+SOURCE_DATE_EPOCH       ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+export SOURCE_DATE_EPOCH
+
+RELEASE_ENV = VERSION='$(VERSION)' GATEKEEPER_VERSION='$(GATEKEEPER_VERSION)' LDFLAGS='$(LDFLAGS)' \
+	RELEASE_DIR='$(RELEASE_DIR)' BUILD_DIR='$(RELEASE_BUILD_DIR)' RELEASE_URL='$(RELEASE_URL)' \
+	IMAGE_PLATFORMS='$(RELEASE_IMAGE_PLATFORMS)' CLI_PLATFORMS='$(RELEASE_CLI_PLATFORMS)' \
+	IMAGES_TOOL='$(IMAGES_TOOL)' IMAGE_SOURCE='$(IMAGE_SOURCE)' IMAGE_BASE='$(IMAGE_BASE)' \
+	HELM='$(HELM)' CYCLONEDX_GOMOD='$(CYCLONEDX_GOMOD)'
+
+release: $(IMAGES_TOOL) $(HELM) $(CYCLONEDX_GOMOD) ## Every release artifact under _output/release/ (make release VERSION=v0.1.0): images, chart, CRDs, CLI archives, SBOMs, krew manifest, notes.
+	$(RELEASE_ENV) CHECK_ONLY=1 hack/release/release.sh
+	go mod vendor
+	hack/gatekeeper/overlay.sh > $(BIN)/gatekeeper-overlay.json
+	@set -e; for p in $(RELEASE_IMAGE_PLATFORMS); do \
+		echo "building gatekeeper for $$p"; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GATEKEEPER_BUILD) -buildvcs=false -o $(RELEASE_BUILD_DIR)/$$p/gatekeeper github.com/open-policy-agent/gatekeeper/v3 || { rm -rf vendor; exit 1; }; \
+	done
+	rm -rf vendor
+	$(RELEASE_ENV) hack/release/release.sh
+
+# The release check (hack/tools/images/release_test.go) of a release built
+# for RELEASE_TEST_VERSION: not in `make test`, whose budget two Gatekeeper
+# cross-builds would break; .ci/run runs it after make test.
+RELEASE_TEST_VERSION ?= v0.0.0-ci
+release-test: ## make release for RELEASE_TEST_VERSION, then check every artifact (hack/tools/images/release_test.go).
+	$(MAKE) release VERSION=$(RELEASE_TEST_VERSION)
+	cd hack/tools/images && go test -count=1 -run '^TestRelease' -v . -args -release.dir=$(RELEASE_DIR) -release.version=$(RELEASE_TEST_VERSION) -release.url=$(IMAGE_SOURCE)/releases/download/$(RELEASE_TEST_VERSION)
 
 manager: ## The quotakeeper manager (controllers and webhooks) as bin/quotakeeper-manager.
 	$(STATIC) go build $(GO_BUILD_FLAGS) -o $(MANAGER) ./cmd/quotakeeper-manager

@@ -96,6 +96,19 @@ func RenderQuotakeeperChart(helm string, args ...string) (Rendered, error) {
 	return RenderChart(helm, filepath.Join(root, "charts", "quotakeeper"), "quotakeeper", ChartNamespace, args...)
 }
 
+// Installed returns the objects helm install creates and keeps: all but
+// hooks (a hook runs at its phase and is deleted, as the chart's pre-delete
+// uninstall Job and its RBAC, or Gatekeeper's CRD upgrade Job, are).
+func (r Rendered) Installed() Rendered {
+	var out Rendered
+	for _, obj := range r {
+		if _, hook := obj.GetAnnotations()["helm.sh/hook"]; !hook {
+			out = append(out, obj)
+		}
+	}
+	return out
+}
+
 // Kinds returns the objects of those kinds, in order.
 func (r Rendered) Kinds(kinds ...string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured

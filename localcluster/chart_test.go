@@ -110,10 +110,18 @@ func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 // template the chart drops or alters fails here.
 func TestChartRendersTheShippedObjects(t *testing.T) {
 	r := render(t)
-	requireSameObjects(t, "CRDs", r.Kinds("CustomResourceDefinition"), readFiles(t, "config/crd/quota.miloapis.com_*.yaml"))
+	// The CRDs carry helm.sh/resource-policy: keep (crds.keep), so helm
+	// uninstall leaves them and every quota object.
+	crds := readFiles(t, "config/crd/quota.miloapis.com_*.yaml")
+	for _, crd := range crds {
+		a := crd.GetAnnotations()
+		a["helm.sh/resource-policy"] = "keep"
+		crd.SetAnnotations(a)
+	}
+	requireSameObjects(t, "CRDs", r.Kinds("CustomResourceDefinition"), crds)
 	requireSameObjects(t, "ConstraintTemplates", r.Kinds("ConstraintTemplate"), readFiles(t, "templates/*/template.yaml"))
 	requireSameObjects(t, "SyncSet", r.Kinds("SyncSet"), readFiles(t, "config/gatekeeper/syncset.yaml"))
-	requireSameObjects(t, "RBAC", r.Kinds(rbacKinds...),
+	requireSameObjects(t, "RBAC", r.Installed().Kinds(rbacKinds...),
 		append(kustomize(t, "config/rbac"), readFiles(t, "config/gatekeeper/rbac.yaml")...))
 	var webhooks []*unstructured.Unstructured
 	for _, obj := range kustomize(t, "config/webhook") {
@@ -207,7 +215,7 @@ func TestChartValues(t *testing.T) {
 		subjects, _, _ := unstructured.NestedSlice(obj.Object, "subjects")
 		for _, s := range subjects {
 			s := s.(map[string]any)
-			wantNS := map[string]string{"quotakeeper-manager": "tenants-quota", "gatekeeper-admin": "policy"}[s["name"].(string)]
+			wantNS := map[string]string{"quotakeeper-manager": "tenants-quota", "quotakeeper-uninstall": "tenants-quota", "gatekeeper-admin": "policy"}[s["name"].(string)]
 			if s["namespace"] != wantNS {
 				t.Errorf("%s: subject %v, want namespace %s", objectKey(obj), s, wantNS)
 			}

@@ -52,17 +52,12 @@ var (
 var rbacKinds = []string{"ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
 
 // shippedRBAC returns the RBAC objects to install, in order: Gatekeeper's
-// stock chart's (less those of its install hooks, which Helm deletes once
-// they have run), then the quotakeeper chart's: the manager's (config/rbac)
-// and the plugin's (config/gatekeeper/rbac.yaml).
+// stock chart's, then the quotakeeper chart's: the manager's (config/rbac)
+// and the plugin's (config/gatekeeper/rbac.yaml); less the charts' hooks'
+// (Gatekeeper's install hooks, quotakeeper's uninstall hook), which Helm
+// creates only for their phase and deletes once they have run.
 func shippedRBAC(gatekeeper, quotakeeper Rendered) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, obj := range gatekeeper.Kinds(rbacKinds...) {
-		if _, hook := obj.GetAnnotations()["helm.sh/hook"]; !hook {
-			out = append(out, obj)
-		}
-	}
-	return append(out, quotakeeper.Kinds(rbacKinds...)...)
+	return append(gatekeeper.Installed().Kinds(rbacKinds...), quotakeeper.Installed().Kinds(rbacKinds...)...)
 }
 
 // Kustomize renders a kustomization with kubectl, as `kubectl apply -k`

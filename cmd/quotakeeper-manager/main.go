@@ -150,6 +150,7 @@ func parseFlags() flags {
 }
 
 func main() {
+	uninstallCommand()
 	if err := run(parseFlags()); err != nil {
 		ctrl.Log.Error(err, "manager failed")
 		os.Exit(1)

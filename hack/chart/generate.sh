@@ -2,7 +2,8 @@
 # Copies into charts/quotakeeper what the chart ships of config/ and
 # templates/, so the chart and `kubectl apply -k` install the same objects
 # (`make generate`; `make verify` fails when a copy is stale):
-#   crds/                     config/crd, verbatim (Helm installs crds/ first)
+#   files/crds/               config/crd, verbatim (templates/crds.yaml
+#                             renders them, so helm upgrade updates them)
 #   files/rbac.yaml           `kubectl kustomize config/rbac`
 #   files/webhook.yaml        `kubectl kustomize config/webhook`
 #   files/gatekeeper/         config/gatekeeper/rbac.yaml and syncset.yaml
@@ -11,6 +12,8 @@
 #                             templates/<name>/template-externaldata.yaml as <name>.yaml
 #   files/samples/            config/samples, less 30-syncset.yaml (the
 #                             chart renders the SyncSet itself)
+#   files/prometheus/         config/prometheus/prometheusrule.yaml and
+#                             grafana-dashboard.json
 # The chart's templates read files/ with .Files.Get, which does not expand
 # template actions: Rego and CEL reach the cluster byte for byte. Only
 # namespaces are rewritten there (templates/_helpers.tpl).
@@ -18,8 +21,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 chart=charts/quotakeeper
 rm -rf "$chart/crds" "$chart/files"
-mkdir -p "$chart/crds" "$chart/files/gatekeeper" "$chart/files/constrainttemplates" "$chart/files/constrainttemplates-externaldata" "$chart/files/samples"
-cp config/crd/quota.miloapis.com_*.yaml "$chart/crds/"
+mkdir -p "$chart/files/crds" "$chart/files/gatekeeper" "$chart/files/constrainttemplates" "$chart/files/constrainttemplates-externaldata" "$chart/files/samples" "$chart/files/prometheus"
+cp config/crd/quota.miloapis.com_*.yaml "$chart/files/crds/"
+cp config/prometheus/prometheusrule.yaml config/prometheus/grafana-dashboard.json "$chart/files/prometheus/"
 kubectl kustomize config/rbac > "$chart/files/rbac.yaml"
 kubectl kustomize config/webhook > "$chart/files/webhook.yaml"
 cp config/gatekeeper/rbac.yaml config/gatekeeper/syncset.yaml "$chart/files/gatekeeper/"

@@ -7,7 +7,9 @@ package binaries
 import (
 	"debug/buildinfo"
 	"debug/elf"
+	byteorder "encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -89,7 +91,8 @@ func assertStatic(t *testing.T, path string) {
 }
 
 // assertBuildSettings reads the build settings the Go toolchain records in
-// the binary: built without cgo, with the version set at link time.
+// the binary: built without cgo, with -trimpath, with the version set at
+// link time.
 func assertBuildSettings(t *testing.T, path, target string) {
 	t.Helper()
 	info, err := buildinfo.ReadFile(path)
@@ -103,9 +106,51 @@ func assertBuildSettings(t *testing.T, path, target string) {
 	if settings["CGO_ENABLED"] != "0" {
 		t.Errorf("%s: built with CGO_ENABLED=%q, want 0: rebuild it with 'make %s'", path, settings["CGO_ENABLED"], target)
 	}
-	if !strings.Contains(settings["-ldflags"], "-X github.com/quotakeeper/quotakeeper/version.Version=") {
-		t.Errorf("%s: -ldflags %q do not set version.Version: rebuild it with 'make %s'", path, settings["-ldflags"], target)
+	if settings["-trimpath"] != "true" {
+		t.Errorf("%s: built without -trimpath (a release would carry this machine's paths): rm %s && make %s", path, path, target)
 	}
+	// -trimpath keeps -ldflags out of the build settings: the version is
+	// read from the variable -X sets.
+	if v, err := linkedVersion(path); err != nil || v == "" || v == "dev" {
+		t.Errorf("%s: version.Version is %q (%v): the Makefile's -ldflags did not reach it; rebuild it with 'make %s'", path, v, err, target)
+	}
+}
+
+// linkedVersion reads version.Version from a Go ELF binary of a 64-bit
+// little-endian platform: the symbol's string header (data pointer,
+// length), then the bytes it points at.
+func linkedVersion(path string) (string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		return "", err
+	}
+	read := func(addr, n uint64) ([]byte, error) {
+		for _, s := range f.Sections {
+			if s.Type != elf.SHT_NOBITS && addr >= s.Addr && addr+n <= s.Addr+s.Size {
+				b := make([]byte, n)
+				_, err := s.ReadAt(b, int64(addr-s.Addr))
+				return b, err
+			}
+		}
+		return nil, fmt.Errorf("address %#x is in no section with data", addr)
+	}
+	for _, sym := range syms {
+		if sym.Name != "github.com/quotakeeper/quotakeeper/version.Version" {
+			continue
+		}
+		header, err := read(sym.Value, 16)
+		if err != nil {
+			return "", err
+		}
+		value, err := read(byteorder.LittleEndian.Uint64(header[:8]), byteorder.LittleEndian.Uint64(header[8:]))
+		return string(value), err
+	}
+	return "", errors.New("no symbol version.Version")
 }
 
 // assertPrintsVersion runs the binary (which also proves it starts) and

@@ -23,3 +23,37 @@ of the file changes. Argument: (list $ "files/x.yaml" "<from>" "<to>").
 {{- define "quotakeeper.image" -}}
 {{- printf "%s:%s" .Values.manager.image.repository (default .Chart.AppVersion .Values.manager.image.tag) -}}
 {{- end -}}
+
+{{/*
+quotakeeper.labels: the labels of the objects the chart writes itself
+(not those copied from config/).
+*/}}
+{{- define "quotakeeper.labels" -}}
+app.kubernetes.io/name: quotakeeper
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ default .Chart.AppVersion .Values.manager.image.tag | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{/*
+quotakeeper.podScheduling: the scheduling fields the manager's pods and the
+hook Job's pod share (priority, pull secrets, node selection).
+*/}}
+{{- define "quotakeeper.podScheduling" -}}
+{{- with .Values.manager.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.manager.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.manager.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

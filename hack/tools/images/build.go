@@ -42,52 +42,108 @@ const (
 )
 
 type buildOptions struct {
-	name    string    // image name: _output/images/<name>/ and <name>.tar, tagged <name>:<version>
-	binary  string    // the static binary copied to /manager
-	version string    // tag and org.opencontainers.image.version
-	source  string    // org.opencontainers.image.source
-	out     string    // output directory
-	base    string    // an OCI layout holding the base image; empty: baseFiles on an empty image
-	created time.Time // the image's and its files' timestamps, fixed for reproducible digests
+	name string // image name: _output/images/<name>/ and <name>.tar, tagged <name>:<version>
+	// The static binaries copied to /manager, one per platform (the
+	// platform is read from each binary). One binary: one image, in the
+	// layout and in <name>.tar. Several (make release: linux/amd64 and
+	// linux/arm64): an image index of one image per binary, in the layout
+	// only (a docker-load tarball holds one platform).
+	binaries []string
+	version  string    // tag and org.opencontainers.image.version
+	source   string    // org.opencontainers.image.source
+	out      string    // output directory
+	base     string    // an OCI layout holding the base image; empty: baseFiles on an empty image
+	created  time.Time // the image's and its files' timestamps, fixed for reproducible digests
 }
 
-// build writes the image as an OCI layout (out/<name>/) and a tarball that
-// `docker load` reads (out/<name>.tar), both tagged with the version.
+// build writes the image as an OCI layout (out/<name>/) tagged with the
+// version, and for one binary a tarball that `docker load` reads
+// (out/<name>.tar). For several binaries the layout's one entry is an image
+// index whose descriptors name each image's platform, as a registry serves
+// a multi-platform tag.
 func build(o buildOptions) error {
 	tag, err := name.NewTag(o.name + ":" + o.version)
 	if err != nil {
 		return fmt.Errorf("image reference %s:%s: %w", o.name, o.version, err)
 	}
-	bin, arch, err := readStatic(o.binary)
+	if len(o.binaries) == 0 {
+		return fmt.Errorf("no binary for image %s", o.name)
+	}
+	var adds []mutate.IndexAddendum
+	for _, binary := range o.binaries {
+		img, arch, err := o.image(binary)
+		if err != nil {
+			return err
+		}
+		for _, a := range adds {
+			if a.Platform.Architecture == arch {
+				return fmt.Errorf("two binaries for linux/%s: %s", arch, binary)
+			}
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: arch}}})
+	}
+
+	dir := filepath.Join(o.out, o.name)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(o.out, o.name+".tar")); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
 	if err != nil {
 		return err
+	}
+	refName := layout.WithAnnotations(map[string]string{refNameAnnotation: o.version})
+	if len(adds) > 1 {
+		idx := mutate.IndexMediaType(mutate.AppendManifests(empty.Index, adds...), types.OCIImageIndex)
+		return p.AppendIndex(idx, refName)
+	}
+	if err := p.AppendImage(adds[0].Add.(v1.Image), refName); err != nil {
+		return err
+	}
+	// The tarball is written from the layout's copy, whose layers are already
+	// compressed: the binary is compressed once.
+	written, _, err := layoutImage(dir)
+	if err != nil {
+		return err
+	}
+	return tarball.WriteToFile(filepath.Join(o.out, o.name+".tar"), tag, written)
+}
+
+// image lays one binary on the base for its platform and returns the image
+// with the binary's GOARCH.
+func (o buildOptions) image(binary string) (v1.Image, string, error) {
+	bin, arch, err := readStatic(binary)
+	if err != nil {
+		return nil, "", err
 	}
 	base, err := o.baseImage(arch)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	layerType, err := layerMediaType(base)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	binTar, err := tarEntries([]entry{{path: binaryPath, mode: 0o755, body: bin}}, o.created)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	binLayer, err := gzipLayer(binTar, layerType)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	img, err := mutate.Append(base, mutate.Addendum{
 		Layer:   binLayer,
-		History: v1.History{Created: v1.Time{Time: o.created}, CreatedBy: "COPY " + filepath.Base(o.binary) + " /manager"},
+		History: v1.History{Created: v1.Time{Time: o.created}, CreatedBy: "COPY " + filepath.Base(binary) + " /manager"},
 	})
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	cf = cf.DeepCopy()
 	cf.Created = v1.Time{Time: o.created}
@@ -105,28 +161,8 @@ func build(o buildOptions) error {
 		labelLicenses: license,
 		labelTitle:    o.name,
 	})
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		return err
-	}
-
-	dir := filepath.Join(o.out, o.name)
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	p, err := layout.Write(dir, empty.Index)
-	if err != nil {
-		return err
-	}
-	if err := p.AppendImage(img, layout.WithAnnotations(map[string]string{refNameAnnotation: o.version})); err != nil {
-		return err
-	}
-	// The tarball is written from the layout's copy, whose layers are already
-	// compressed: the binary is compressed once.
-	written, _, err := layoutImage(dir)
-	if err != nil {
-		return err
-	}
-	return tarball.WriteToFile(filepath.Join(o.out, o.name+".tar"), tag, written)
+	img, err = mutate.ConfigFile(img, cf)
+	return img, arch, err
 }
 
 // baseImage is the image the binary is laid on: the --base layout's image for

@@ -22,6 +22,12 @@ import (
 // servers (CGO_ENABLED=0) and returns its path.
 func staticBinary(t *testing.T, dir, message string) string {
 	t.Helper()
+	return staticBinaryFor(t, dir, message, runtime.GOARCH)
+}
+
+// staticBinaryFor is staticBinary for linux/<arch>.
+func staticBinaryFor(t *testing.T, dir, message, arch string) string {
+	t.Helper()
 	src := filepath.Join(dir, "src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
 		t.Fatal(err)
@@ -31,7 +37,7 @@ func staticBinary(t *testing.T, dir, message string) string {
 	out := filepath.Join(dir, "server")
 	cmd := exec.Command("go", "build", "-o", out, ".")
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH, "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch, "GOFLAGS=-mod=mod")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, b)
 	}
@@ -47,13 +53,13 @@ func write(t *testing.T, path, content string) {
 
 func options(out, binary string) buildOptions {
 	return buildOptions{
-		name: "server", binary: binary, version: "v1.2.3", out: out,
+		name: "server", binaries: []string{binary}, version: "v1.2.3", out: out,
 		source: "https://github.com/quotakeeper/quotakeeper", created: time.Unix(0, 0).UTC(),
 	}
 }
 
 func verifyOf(o buildOptions) verifyOptions {
-	return verifyOptions{name: o.name, dir: o.out, binary: o.binary, version: o.version}
+	return verifyOptions{name: o.name, dir: o.out, binaries: o.binaries, version: o.version}
 }
 
 // buildAndVerify builds the image, requires verify to pass and returns the
@@ -130,7 +136,7 @@ func TestVerifyReportsEveryDeparture(t *testing.T) {
 
 	// Another binary than the one in the image.
 	other := verifyOf(o)
-	other.binary = staticBinary(t, filepath.Join(dir, "other"), "two")
+	other.binaries = []string{staticBinary(t, filepath.Join(dir, "other"), "two")}
 	err := verify(other)
 	if err == nil || !strings.Contains(err.Error(), "/manager has sha256 ") {
 		t.Errorf("verify against another binary: %v, want a sha256 mismatch", err)
@@ -278,5 +284,79 @@ func TestBuildOnABaseLayout(t *testing.T) {
 	}
 	if !slices.Equal(got.Config.Env, cf.Config.Env) {
 		t.Errorf("env %q, want the base's %q", got.Config.Env, cf.Config.Env)
+	}
+}
+
+// make release builds each server image for linux/amd64 and linux/arm64:
+// one layout whose entry is an image index of one image per binary, each
+// descriptor naming its platform, reproducible, and checked per platform.
+func TestBuildMultiPlatformIndex(t *testing.T) {
+	dir := t.TempDir()
+	amd64 := staticBinaryFor(t, filepath.Join(dir, "amd64"), "one", "amd64")
+	arm64 := staticBinaryFor(t, filepath.Join(dir, "arm64"), "one", "arm64")
+	o := options(filepath.Join(dir, "out"), amd64)
+	o.binaries = []string{amd64, arm64}
+	if err := build(o); err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(verifyOf(o)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(o.out, "server.tar")); !os.IsNotExist(err) {
+		t.Errorf("a multi-platform build wrote server.tar (%v); docker load takes one platform", err)
+	}
+	idx, err := layout.ImageIndexFromPath(filepath.Join(o.out, o.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Manifests) != 1 || !top.Manifests[0].MediaType.IsIndex() || top.Manifests[0].Annotations[refNameAnnotation] != "v1.2.3" {
+		t.Fatalf("index.json is %+v, want one image index tagged v1.2.3", top.Manifests)
+	}
+	inner, err := idx.ImageIndex(top.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := inner.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var platforms []string
+	for _, d := range m.Manifests {
+		platforms = append(platforms, d.Platform.String())
+	}
+	if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(platforms, want) {
+		t.Errorf("platforms %v, want %v", platforms, want)
+	}
+
+	// The same binaries give the same index digest.
+	if err := build(o); err != nil {
+		t.Fatal(err)
+	}
+	again, err := layout.ImageIndexFromPath(filepath.Join(o.out, o.name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2, err := again.IndexManifest(); err != nil || m2.Manifests[0].Digest != top.Manifests[0].Digest {
+		t.Errorf("rebuilt index %v (%v), want %s", m2, err, top.Manifests[0].Digest)
+	}
+
+	// Checked against another arm64 binary, the arm64 image fails alone.
+	other := verifyOf(o)
+	other.binaries = []string{amd64, staticBinaryFor(t, filepath.Join(dir, "other"), "two", "arm64")}
+	if err := verify(other); err == nil || !strings.Contains(err.Error(), "linux/arm64: /manager has sha256 ") || strings.Contains(err.Error(), "linux/amd64:") {
+		t.Errorf("verify against another arm64 binary: %v, want one linux/arm64 sha256 mismatch", err)
+	}
+	// Checked against one binary, the index is not what was asked for.
+	if err := verify(verifyOf(options(o.out, amd64))); err == nil || !strings.Contains(err.Error(), "want an image for 1 binaries") {
+		t.Errorf("verify of the index against one binary: %v, want a refusal", err)
+	}
+	// Two binaries of one platform are refused.
+	o.binaries = []string{amd64, amd64}
+	if err := build(o); err == nil || !strings.Contains(err.Error(), "two binaries for linux/amd64") {
+		t.Errorf("build with two amd64 binaries: %v, want a refusal", err)
 	}
 }

@@ -1,12 +1,15 @@
 // Command images builds quotakeeper's two server images without a container
 // runtime (`make images`) and checks what it built (`make images` runs both):
 //
-//	images build  --name NAME --binary PATH --version V --source URL --out DIR [--base OCI-LAYOUT]
-//	images verify --name NAME --binary PATH --version V --dir DIR
+//	images build  --name NAME --binary PATH [--binary PATH...] --version V --source URL --out DIR [--base OCI-LAYOUT]
+//	images verify --name NAME --binary PATH [--binary PATH...] --version V --dir DIR
 //
 // build writes DIR/NAME/ (an OCI image layout) and DIR/NAME.tar (for `docker
 // load`, `crane push` or `skopeo copy docker-archive:`), both tagged
 // NAME:V, with the binary at /manager as the entrypoint, run as 65532:65532.
+// With a --binary per architecture (make release: linux/amd64 and
+// linux/arm64) the layout holds an image index of one image per platform,
+// and no tarball is written (docker load takes one platform).
 // The base is gcr.io/distroless/static:nonroot's few files written here
 // (see baseFiles), or the image in --base, a local OCI layout (e.g.
 // `crane pull --format=oci gcr.io/distroless/static:nonroot DIR` on a machine
@@ -18,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -34,7 +38,8 @@ func run(args []string) error {
 	}
 	fs := flag.NewFlagSet("images "+args[0], flag.ContinueOnError)
 	imageName := fs.String("name", "", "image name (required): DIR/NAME/ and DIR/NAME.tar, tagged NAME:VERSION")
-	binary := fs.String("binary", "", "the static Linux binary that becomes /manager (required)")
+	var binaries binaryList
+	fs.Var(&binaries, "binary", "a static Linux binary that becomes /manager (required); repeat it for a multi-platform image, one binary per architecture")
 	version := fs.String("version", "", "the tag and org.opencontainers.image.version (required)")
 	switch args[0] {
 	case "build":
@@ -48,19 +53,29 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		return build(buildOptions{name: *imageName, binary: *binary, version: *version, source: *source, out: *out, base: *base, created: created})
+		return build(buildOptions{name: *imageName, binaries: binaries, version: *version, source: *source, out: *out, base: *base, created: created})
 	case "verify":
 		dir := fs.String("dir", "", "the directory build wrote to (required)")
 		if err := parse(fs, args[1:], "name", "binary", "version", "dir"); err != nil {
 			return err
 		}
-		if err := verify(verifyOptions{name: *imageName, dir: *dir, binary: *binary, version: *version}); err != nil {
+		if err := verify(verifyOptions{name: *imageName, dir: *dir, binaries: binaries, version: *version}); err != nil {
 			return err
 		}
-		fmt.Printf("image %s:%s: entrypoint /manager is %s, static; user 65532:65532\n", *imageName, *version, *binary)
+		fmt.Printf("image %s:%s: entrypoint /manager is %s, static; user 65532:65532\n", *imageName, *version, strings.Join(binaries, ", "))
 		return nil
 	}
 	return fmt.Errorf("unknown command %q: want build or verify", args[0])
+}
+
+// binaryList is the repeated --binary flag.
+type binaryList []string
+
+func (b *binaryList) String() string { return strings.Join(*b, ",") }
+
+func (b *binaryList) Set(v string) error {
+	*b = append(*b, v)
+	return nil
 }
 
 // parse parses the flags and fails on missing required ones or stray

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
@@ -64,34 +65,118 @@ func readStatic(path string) ([]byte, string, error) {
 }
 
 type verifyOptions struct {
-	name    string // the image under dir: <dir>/<name>/ and <dir>/<name>.tar
-	dir     string
-	binary  string // what /manager must be
-	version string
+	name     string // the image under dir: <dir>/<name>/ and <dir>/<name>.tar
+	dir      string
+	binaries []string // what /manager must be, one per platform (as build took them)
+	version  string
 }
 
-// verify reads back what build wrote and checks what the charts rely on:
-// the layout's one image, tagged with the version, runs /manager as
-// 65532:65532 from /, /manager is the given binary (same sha256),
-// executable and static, nonroot exists and /tmp is writable; the tarball
-// holds the same image under <name>:<version>. Every problem is reported.
+// verify reads back what build wrote and checks what the charts rely on.
+// The layout's one entry is tagged with the version; for one binary it is an
+// image and <name>.tar holds the same image under <name>:<version>; for
+// several it is an image index with exactly one image per binary, each
+// descriptor naming the image's platform. Each image runs /manager as
+// 65532:65532 from /, /manager is its platform's binary (same sha256),
+// executable and static, nonroot exists and /tmp is writable. Every
+// problem is reported.
 func verify(o verifyOptions) error {
 	var problems []string
 	fail := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
-	want, wantArch, err := readStatic(o.binary)
-	if err != nil {
-		return err
-	}
 	layoutDir := filepath.Join(o.dir, o.name)
-	img, desc, err := layoutImage(layoutDir)
+	idx, err := layout.ImageIndexFromPath(layoutDir)
 	if err != nil {
 		return err
 	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	if len(m.Manifests) != 1 {
+		return fmt.Errorf("%s: want one entry in index.json, found %d", layoutDir, len(m.Manifests))
+	}
+	desc := m.Manifests[0]
 	if tag := desc.Annotations[refNameAnnotation]; tag != o.version {
 		fail("index.json: %s is %q, want %q", refNameAnnotation, tag, o.version)
 	}
+	switch {
+	case len(o.binaries) == 1 && desc.MediaType.IsImage():
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			return err
+		}
+		if err := verifyImage(img, o.binaries[0], o.version, fail); err != nil {
+			return err
+		}
+		if err := sameInTarball(o, img.ConfigName); err != nil {
+			fail("%v", err)
+		}
+	case len(o.binaries) > 1 && desc.MediaType.IsIndex():
+		platforms, err := idx.ImageIndex(desc.Digest)
+		if err != nil {
+			return err
+		}
+		if err := verifyPlatforms(platforms, o, fail); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%s: index.json holds a %s, want %s for %d binaries", layoutDir, desc.MediaType,
+			map[bool]string{true: "an image", false: "an image index"}[len(o.binaries) == 1], len(o.binaries))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("image %s:\n  %s", layoutDir, strings.Join(problems, "\n  "))
+	}
+	return nil
+}
 
+// verifyPlatforms checks a multi-platform index: one image per binary, each
+// descriptor's platform that of its image's config and binary.
+func verifyPlatforms(idx v1.ImageIndex, o verifyOptions, fail func(string, ...any)) error {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	if len(m.Manifests) != len(o.binaries) {
+		fail("the image index holds %d manifests, want %d (one per binary)", len(m.Manifests), len(o.binaries))
+	}
+	byArch := map[string]v1.Descriptor{}
+	for _, d := range m.Manifests {
+		if d.Platform == nil || !d.MediaType.IsImage() {
+			fail("the image index's manifest %s is a %s with platform %v, want an image with a platform", d.Digest, d.MediaType, d.Platform)
+			continue
+		}
+		byArch[d.Platform.OS+"/"+d.Platform.Architecture] = d
+	}
+	for _, binary := range o.binaries {
+		_, arch, err := readStatic(binary)
+		if err != nil {
+			return err
+		}
+		d, ok := byArch["linux/"+arch]
+		if !ok {
+			fail("the image index has no linux/%s image (for %s)", arch, binary)
+			continue
+		}
+		img, err := idx.Image(d.Digest)
+		if err != nil {
+			return err
+		}
+		if err := verifyImage(img, binary, o.version, func(format string, args ...any) {
+			fail("linux/"+arch+": "+format, args...)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// verifyImage checks one platform's image against the binary that must be
+// its /manager, reporting each departure through fail.
+func verifyImage(img v1.Image, binary, version string, fail func(string, ...any)) error {
+	want, wantArch, err := readStatic(binary)
+	if err != nil {
+		return err
+	}
 	cf, err := img.ConfigFile()
 	if err != nil {
 		return err
@@ -112,7 +197,7 @@ func verify(o verifyOptions) error {
 	if cf.OS != "linux" || cf.Architecture != wantArch {
 		fail("platform is %s/%s, want linux/%s (the binary's)", cf.OS, cf.Architecture, wantArch)
 	}
-	for key, value := range map[string]string{labelVersion: o.version, labelLicenses: license} {
+	for key, value := range map[string]string{labelVersion: version, labelLicenses: license} {
 		if c.Labels[key] != value {
 			fail("label %s is %q, want %q", key, c.Labels[key], value)
 		}
@@ -135,7 +220,7 @@ func verify(o verifyOptions) error {
 			fail("/manager has mode %o, want it executable by every user", bin.Mode&0o7777)
 		}
 		if got, want := sha256.Sum256(bin.body), sha256.Sum256(want); got != want {
-			fail("/manager has sha256 %x, want %x (%s's)", got, want, o.binary)
+			fail("/manager has sha256 %x, want %x (%s's)", got, want, binary)
 		}
 		if _, err := checkStatic(bin.body); err != nil {
 			fail("/manager: %v", err)
@@ -146,13 +231,6 @@ func verify(o verifyOptions) error {
 	}
 	if tmp, ok := files["tmp"]; !ok || tmp.Typeflag != tar.TypeDir || tmp.Mode&0o1777 != 0o1777 {
 		fail("/tmp is missing or not a world-writable sticky directory")
-	}
-
-	if err := sameInTarball(o, img.ConfigName); err != nil {
-		fail("%v", err)
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("image %s:\n  %s", layoutDir, strings.Join(problems, "\n  "))
 	}
 	return nil
 }

@@ -1,0 +1,258 @@
+package localcluster
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/quotakeeper/quotakeeper/test/testenv"
+)
+
+// Issue 25: CRDs are templates, so helm upgrade applies a changed schema
+// (crds/ is installed once and never upgraded); helm uninstall keeps them
+// unless crds.keep is false; crds.install: false leaves them to the user.
+func TestChartCRDsAreUpgradedTemplates(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(testenv.RepoRoot(), "charts", "quotakeeper", "crds")); !os.IsNotExist(err) {
+		t.Errorf("charts/quotakeeper/crds exists (%v): Helm would install it once and never upgrade it", err)
+	}
+	for _, crd := range render(t).Kinds("CustomResourceDefinition") {
+		if _, hook := crd.GetAnnotations()["helm.sh/hook"]; hook {
+			t.Errorf("CRD %s is a hook: Helm would not track it", crd.GetName())
+		}
+	}
+	for _, crd := range render(t, "--set", "crds.keep=false").Kinds("CustomResourceDefinition") {
+		if policy, ok := crd.GetAnnotations()["helm.sh/resource-policy"]; ok {
+			t.Errorf("crds.keep=false: CRD %s has resource-policy %q", crd.GetName(), policy)
+		}
+	}
+	if n := len(render(t).Kinds("CustomResourceDefinition")); n != 8 {
+		t.Errorf("the chart renders %d CRDs, want 8", n)
+	}
+	if crds := render(t, "--set", "crds.install=false").Kinds("CustomResourceDefinition"); len(crds) != 0 {
+		t.Errorf("crds.install=false renders %d CRDs", len(crds))
+	}
+}
+
+// The pre-delete hook: a Job running `/manager uninstall` in the manager's
+// image, after its ServiceAccount and RBAC (lower weights), all deleted
+// once it succeeds; the RBAC grants exactly what package uninstall does
+// (uninstall's own test runs it under these rules).
+func TestChartUninstallHook(t *testing.T) {
+	r := render(t, "--set", "systemNamespace=tenants-quota,manager.image.repository=registry.example/qk,manager.image.tag=v9")
+	hooks := Rendered{}
+	for _, obj := range r {
+		if obj.GetAnnotations()["helm.sh/hook"] != "" {
+			hooks = append(hooks, obj)
+		}
+	}
+	var got []string
+	for _, h := range hooks {
+		a := h.GetAnnotations()
+		got = append(got, strings.Join([]string{h.GetKind(), h.GetNamespace(), h.GetName(), a["helm.sh/hook"], a["helm.sh/hook-weight"], a["helm.sh/hook-delete-policy"]}, " "))
+	}
+	const policy = "before-hook-creation,hook-succeeded"
+	want := []string{
+		"ServiceAccount quotakeeper-system quotakeeper-uninstall pre-delete -10 " + policy,
+		"ClusterRole  quotakeeper-uninstall pre-delete -10 " + policy,
+		"ClusterRoleBinding  quotakeeper-uninstall pre-delete -9 " + policy,
+		"Role quotakeeper-system quotakeeper-uninstall pre-delete -10 " + policy,
+		"Role tenants-quota quotakeeper-uninstall pre-delete -10 " + policy,
+		"RoleBinding quotakeeper-system quotakeeper-uninstall pre-delete -9 " + policy,
+		"RoleBinding tenants-quota quotakeeper-uninstall pre-delete -9 " + policy,
+		"Job quotakeeper-system quotakeeper-uninstall pre-delete 0 " + policy,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("hooks:\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	jobs, err := typed[batchv1.Job](r, "Job")
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("Jobs %v (%v), want one", jobs, err)
+	}
+	pod := jobs[0].Spec.Template.Spec
+	c := pod.Containers[0]
+	wantArgs := []string{"uninstall", "--namespace=quotakeeper-system", "--system-namespace=tenants-quota"}
+	if c.Image != "registry.example/qk:v9" || !slices.Equal(c.Args, wantArgs) || len(c.Command) != 0 {
+		t.Errorf("uninstall container: image %q command %q args %q, want registry.example/qk:v9, the image's entrypoint, %q", c.Image, c.Command, c.Args, wantArgs)
+	}
+	if pod.ServiceAccountName != "quotakeeper-uninstall" || pod.RestartPolicy != corev1.RestartPolicyOnFailure {
+		t.Errorf("uninstall pod: serviceAccount %q restartPolicy %q", pod.ServiceAccountName, pod.RestartPolicy)
+	}
+	if len(render(t, "--set", "uninstallHook.enabled=false").Kinds("Job")) != 0 {
+		t.Error("uninstallHook.enabled=false still renders the Job")
+	}
+}
+
+// What a platform team sets on a chart: priority, pull secrets, pod labels
+// and annotations, spreading; the same on the hook's pod where it applies.
+func TestChartPodValues(t *testing.T) {
+	d, err := render(t).managerDeployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := d.Spec.Template.Spec
+	wantSpread := []corev1.TopologySpreadConstraint{{
+		MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "quotakeeper-manager"}},
+	}}
+	if !reflect.DeepEqual(spec.TopologySpreadConstraints, wantSpread) {
+		t.Errorf("default topologySpreadConstraints %+v, want %+v", spec.TopologySpreadConstraints, wantSpread)
+	}
+	if spec.PriorityClassName != "" || spec.ImagePullSecrets != nil || len(d.Spec.Template.Annotations) != 0 {
+		t.Errorf("defaults: priorityClassName %q, imagePullSecrets %v, annotations %v; want none", spec.PriorityClassName, spec.ImagePullSecrets, d.Spec.Template.Annotations)
+	}
+
+	r := render(t,
+		"--set", "manager.priorityClassName=system-cluster-critical,imagePullSecrets[0].name=regcred",
+		"--set", "manager.podLabels.team=platform,manager.podAnnotations.example\\.com/owner=sre",
+		"--set", "manager.topologySpreadConstraints[0].maxSkew=1,manager.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone,manager.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule")
+	d, err = r.managerDeployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = d.Spec.Template.Spec
+	if spec.PriorityClassName != "system-cluster-critical" || !reflect.DeepEqual(spec.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
+		t.Errorf("priorityClassName %q, imagePullSecrets %v", spec.PriorityClassName, spec.ImagePullSecrets)
+	}
+	wantLabels := map[string]string{"team": "platform", "app.kubernetes.io/name": "quotakeeper-manager"}
+	if !reflect.DeepEqual(d.Spec.Template.Labels, wantLabels) || d.Spec.Template.Annotations["example.com/owner"] != "sre" {
+		t.Errorf("pod labels %v, annotations %v", d.Spec.Template.Labels, d.Spec.Template.Annotations)
+	}
+	if z := spec.TopologySpreadConstraints; len(z) != 1 || z[0].TopologyKey != "topology.kubernetes.io/zone" || z[0].WhenUnsatisfiable != corev1.DoNotSchedule || z[0].LabelSelector == nil {
+		t.Errorf("topologySpreadConstraints %+v, want the zone, DoNotSchedule, the manager's selector", z)
+	}
+	jobs, err := typed[batchv1.Job](r, "Job")
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("Jobs %v (%v)", jobs, err)
+	}
+	if js := jobs[0].Spec.Template.Spec; js.PriorityClassName != "system-cluster-critical" || !reflect.DeepEqual(js.ImagePullSecrets, spec.ImagePullSecrets) {
+		t.Errorf("uninstall pod: priorityClassName %q, imagePullSecrets %v; want the manager's", js.PriorityClassName, js.ImagePullSecrets)
+	}
+	if d, err := render(t, "--set", "manager.topologySpreadConstraints=null").managerDeployment(); err != nil || d.Spec.Template.Spec.TopologySpreadConstraints != nil {
+		t.Errorf("topologySpreadConstraints=null: %v (%v), want none", d.Spec.Template.Spec.TopologySpreadConstraints, err)
+	}
+}
+
+// The metrics Service selects the manager's pods on their metrics port;
+// the ServiceMonitor, PrometheusRule and Grafana dashboard are off by
+// default and, turned on, carry config/prometheus's rules and dashboard
+// unchanged.
+func TestChartMonitoringObjects(t *testing.T) {
+	r := render(t)
+	for _, kind := range []string{"ServiceMonitor", "PrometheusRule"} {
+		if objs := r.Kinds(kind); len(objs) != 0 {
+			t.Errorf("default values render a %s", kind)
+		}
+	}
+	if _, err := r.Object("ConfigMap", "quotakeeper-grafana-dashboard"); err == nil {
+		t.Error("default values render the Grafana dashboard")
+	}
+	svcs, err := typed[corev1.Service](r, "Service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics *corev1.Service
+	for _, s := range svcs {
+		if s.Name == "quotakeeper-manager-metrics" {
+			metrics = s
+		}
+	}
+	d, err := r.managerDeployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if metrics == nil || !reflect.DeepEqual(metrics.Spec.Selector, d.Spec.Selector.MatchLabels) ||
+		len(metrics.Spec.Ports) != 1 || metrics.Spec.Ports[0].TargetPort.StrVal != "metrics" || metrics.Spec.Ports[0].Port != 8080 {
+		t.Fatalf("metrics Service %+v, want one selecting the manager's pods, port 8080 to metrics", metrics)
+	}
+	if !slices.ContainsFunc(d.Spec.Template.Spec.Containers[0].Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" && p.ContainerPort == 8080 }) {
+		t.Error("the manager container has no port metrics 8080 (--metrics-bind-address :8080)")
+	}
+
+	on := render(t, "--set", "metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.labels.release=prom",
+		"--set", "metrics.prometheusRule.enabled=true,metrics.prometheusRule.labels.release=prom",
+		"--set", "metrics.grafanaDashboard.enabled=true,metrics.grafanaDashboard.namespace=grafana")
+	sm, err := on.Object("ServiceMonitor", "quotakeeper-manager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	selector, _, _ := unstructured.NestedStringMap(sm.Object, "spec", "selector", "matchLabels")
+	for k, v := range selector {
+		if metrics.Labels[k] != v {
+			t.Errorf("ServiceMonitor selects %s=%s; the metrics Service has %q", k, v, metrics.Labels[k])
+		}
+	}
+	endpoints, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(endpoints) != 1 || endpoints[0].(map[string]any)["port"] != "metrics" || endpoints[0].(map[string]any)["honorLabels"] != true {
+		t.Errorf("ServiceMonitor endpoints %v, want port metrics with honorLabels (docs/metrics.md)", endpoints)
+	}
+	if sm.GetLabels()["release"] != "prom" {
+		t.Errorf("ServiceMonitor labels %v, want release=prom added", sm.GetLabels())
+	}
+
+	rule, err := on.Object("PrometheusRule", "quotakeeper")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped := readFiles(t, "config/prometheus/prometheusrule.yaml")[0]
+	if !reflect.DeepEqual(rule.Object["spec"], shipped.Object["spec"]) {
+		t.Error("the chart's PrometheusRule spec differs from config/prometheus/prometheusrule.yaml's")
+	}
+	if rule.GetNamespace() != ChartNamespace || rule.GetLabels()["release"] != "prom" || rule.GetLabels()["app.kubernetes.io/name"] != "quotakeeper" {
+		t.Errorf("PrometheusRule in %q with labels %v", rule.GetNamespace(), rule.GetLabels())
+	}
+
+	dash, err := on.Object("ConfigMap", "quotakeeper-grafana-dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "prometheus", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, _ := unstructured.NestedString(dash.Object, "data", "quotakeeper.json")
+	if got != strings.TrimRight(string(file), "\n") || !json.Valid([]byte(got)) {
+		t.Error("the dashboard ConfigMap does not hold config/prometheus/grafana-dashboard.json")
+	}
+	if dash.GetNamespace() != "grafana" || dash.GetLabels()["grafana_dashboard"] != "1" {
+		t.Errorf("dashboard ConfigMap in %q labelled %v", dash.GetNamespace(), dash.GetLabels())
+	}
+}
+
+// values.schema.json refuses what would otherwise be ignored or fail late:
+// a misspelt key, a duration the manager cannot parse, an unknown pull
+// policy.
+func TestChartValuesSchema(t *testing.T) {
+	helm := helmOrSkip(t)
+	dir := filepath.Join(testenv.RepoRoot(), "charts", "quotakeeper")
+	for set, want := range map[string]string{
+		"manager.replicass=3":                  "additional properties 'replicass' not allowed",
+		"reservationTTL=soon":                  "'soon' does not match pattern",
+		"manager.image.pullPolicy=Sometimes":   "value must be one of",
+		"metrics.serviceMonitor.enabledd=true": "additional properties 'enabledd' not allowed",
+	} {
+		_, err := RenderChart(helm, dir, "quotakeeper", ChartNamespace, "--set", set)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--set %s: %v, want an error containing %q", set, err, want)
+		}
+	}
+	// The schema is valid JSON and the defaults meet it (render(t) above
+	// renders them).
+	data, err := os.ReadFile(filepath.Join(dir, "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := yaml.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -74,10 +74,7 @@ func (o *Observer) foldCreated(ctx context.Context, b *quotav1alpha1.AllowanceBu
 	if o.heldBack(key.ResourceType) {
 		return nil
 	}
-	reservations := make([]ledger.Reservation, 0, len(b.Status.Reservations))
-	for _, r := range b.Status.Reservations {
-		reservations = append(reservations, ledger.Reservation{ClaimID: r.ID, Object: ledgerconv.Object(r.Object), Amount: r.Amount, Total: r.Total, ExpiresAt: r.ExpiresAt.Time})
-	}
+	reservations := reservationsOf(b)
 	now := o.opts.Now()
 	o.mu.Lock()
 	notBefore := o.reservationClock.NotBefore(key, reservations, now)

@@ -130,11 +130,16 @@ func (o *Observer) cachedBucket(ctx context.Context, key ledger.BucketKey) (*quo
 		}
 		return nil, nil, false, err
 	}
-	out := make([]ledger.Reservation, 0, len(obj.Status.Reservations))
-	for _, r := range obj.Status.Reservations {
+	return obj, reservationsOf(obj), true, nil
+}
+
+// reservationsOf is a bucket's reservations as the ledger holds them.
+func reservationsOf(b *quotav1alpha1.AllowanceBucket) []ledger.Reservation {
+	out := make([]ledger.Reservation, 0, len(b.Status.Reservations))
+	for _, r := range b.Status.Reservations {
 		out = append(out, ledger.Reservation{ClaimID: r.ID, Object: ledgerconv.Object(r.Object), Amount: r.Amount, Total: r.Total, ExpiresAt: r.ExpiresAt.Time})
 	}
-	return obj, out, true, nil
+	return out
 }
 
 // recordExpired records an Event on the bucket for each reservation just

@@ -264,10 +264,15 @@ func TestIdempotentReplay(t *testing.T) {
 	// A replay asking for more (two constraints counting one object into
 	// one bucket with different amounts) reserves the difference, all or
 	// nothing: the org bucket has 1 left, so +3 is refused and nothing
-	// changes; +1 fits and grows both reservations.
+	// changes; +1 fits and grows both reservations. The refusal reports
+	// the numbers the claim competes for, without its own 2: which of two
+	// constraints reserves first is not the user's to know (a message that
+	// counted them said "available 0 of 3 (reserved 3)").
 	bigger := claim("c", req(project("p"), rtProjects, 5, nil), req(org("o"), rtProjects, 5, nil))
 	if d := mustReserve(t, f, bigger); d.Granted {
 		t.Fatalf("larger replay granted past the org's limit: %s", d.Message())
+	} else if want := "requested 5 of " + rtProjects + ", available 3 of 3 (allocated 0, reserved 0)"; d.Message() != want {
+		t.Fatalf("larger replay's refusal: %q\nwant %q", d.Message(), want)
 	}
 	if diff := cmp.Diff(state, snapshot(t, f)); diff != "" {
 		t.Fatalf("refused larger replay changed state (-before +after):\n%s", diff)

@@ -74,12 +74,16 @@ func (m *refModel) limit(key ledger.BucketKey) (int64, []ledger.GrantContributio
 	return sum, contribs
 }
 
-func refUsage(b *refBucket, limit int64) ledger.Usage {
+// refUsage is b's usage under limit, leaving out the reservations of the
+// claims named in without.
+func refUsage(b *refBucket, limit int64, without ...string) ledger.Usage {
 	u := ledger.Usage{Limit: limit}
 	if b != nil {
 		u.Allocated = b.alloc
-		for _, r := range b.res {
-			u.Reserved += r.amount
+		for id, r := range b.res {
+			if !slices.Contains(without, id) {
+				u.Reserved += r.amount
+			}
 		}
 	}
 	if free := limit - u.Allocated - u.Reserved; free > 0 {
@@ -164,7 +168,11 @@ func (m *refModel) reserve(c ledger.Claim) ledger.Decision {
 		if held {
 			take = max(0, take-m.buckets[t.key].res[c.ID].amount)
 			if take > 0 {
+				// A growth is judged, and reported, without the claim's
+				// own smaller reservation.
 				m.stats["held-grown"]++
+				u = refUsage(m.buckets[t.key], limit, c.ID)
+				take = t.req.Amount
 			}
 		}
 		fits := take == 0 || u.Allocated+u.Reserved+take <= limit

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -194,27 +195,30 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 		// (a batching store may then skip copying per caller).
 		view := *b
 		view.Limit = t.limit
-		before, err := view.Usage()
-		if err != nil {
-			return fmt.Errorf("bucket %s: %w", t.name, err)
-		}
-		out.before, out.after = before, before
 		// A claim ID already held is a replay (Gatekeeper's retry, another
 		// replica): granted, nothing added, the reservation not extended.
 		// Unless it asks for more than is held: two quota constraints
 		// counting one object into one bucket with different amounts reserve
 		// under the same ID, and the observer counts the larger, so the
-		// reservation grows to it, the growth checked like any take, and a
-		// rollback puts the smaller one back (target.replaced).
+		// reservation grows to it, judged as if the smaller one were not
+		// there (the numbers a refusal reports are the ones the claim
+		// competes for, whichever constraint ran first), and a rollback puts
+		// the smaller one back (target.replaced).
 		held, isHeld := b.Reservations[claim.ID]
 		later := isHeld && laterUpdate(held, t.req)
-		if isHeld && !later && held.Amount >= t.req.Amount {
+		grows := isHeld && !later && held.Amount < t.req.Amount
+		if grows {
+			view.Reservations = withoutClaim(b.Reservations, claim.ID)
+		}
+		before, err := view.Usage()
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", t.name, err)
+		}
+		out.before, out.after = before, before
+		if isHeld && !later && !grows {
 			return errUnchanged
 		}
 		take := t.req.Amount
-		if isHeld && !later {
-			take -= held.Amount
-		}
 		need, err := Add(before.Allocated+before.Reserved, take) // the inner sum was checked by Usage
 		if err != nil {
 			return fmt.Errorf("bucket %s: allocated+reserved+requested: %w", t.name, err)
@@ -323,17 +327,29 @@ func (l *Ledger) peek(ctx context.Context, claimID string, t target) (Usage, boo
 		b = Bucket{Key: t.key}
 	}
 	b.Limit = t.limit
+	held, isHeld := b.Reservations[claimID]
+	if isHeld && !laterUpdate(held, t.req) {
+		if held.Amount >= t.req.Amount {
+			u, err := b.Usage()
+			if err != nil {
+				return Usage{}, false, fmt.Errorf("bucket %s: %w", t.name, err)
+			}
+			return u, true, nil // held already, as a replay would find it
+		}
+		b.Reservations = withoutClaim(b.Reservations, claimID) // judged as takeOne judges a growth
+	}
 	u, err := b.Usage()
 	if err != nil {
 		return Usage{}, false, fmt.Errorf("bucket %s: %w", t.name, err)
 	}
-	take := t.req.Amount
-	if held, ok := b.Reservations[claimID]; ok && !laterUpdate(held, t.req) {
-		take = max(0, take-held.Amount)
-	}
-	if take == 0 {
-		return u, true, nil // held already, as a replay would find it
-	}
-	need, err := Add(u.Allocated+u.Reserved, take)
+	need, err := Add(u.Allocated+u.Reserved, t.req.Amount)
 	return u, err == nil && need <= t.limit, nil
+}
+
+// withoutClaim is reservations without claimID's, copied: the bucket's own
+// map is left as it is.
+func withoutClaim(reservations map[string]Reservation, claimID string) map[string]Reservation {
+	others := maps.Clone(reservations)
+	delete(others, claimID)
+	return others
 }

@@ -301,11 +301,7 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	if err != nil {
 		return err
 	}
-	ledgerClaims := make([]ledger.Claim, len(claims))
-	for i, c := range claims {
-		ledgerClaims[i] = c.Claim
-	}
-	amounts, err := Amounts(ledgerClaims)
+	amounts, err := recordedAmounts(claims)
 	if err != nil {
 		return fmt.Errorf("%s %s/%s: %w", it.gvk.Kind, it.namespace, it.name, err)
 	}
@@ -324,7 +320,7 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 		amounts = keepCounting(before, amounts)
 		o.cannotCount(it, violations, before)
 	}
-	o.record(it, Object{UID: string(u.GetUID()), Generation: u.GetGeneration(), Namespace: it.namespace, Amounts: amounts})
+	o.recordAt(it, Object{UID: string(u.GetUID()), Generation: u.GetGeneration(), Namespace: it.namespace, Amounts: amounts}, &at)
 	switch {
 	case len(violations) > 0 && keptViews != nil:
 		o.setViews(it.ref(), keptViews)
@@ -342,9 +338,6 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 		}
 		o.setViews(it.ref(), views)
 	}
-	o.mu.Lock()
-	o.stamps[it.ref()] = at
-	o.mu.Unlock()
 	o.evaluated(it, at.policy)
 	return nil
 }
@@ -493,10 +486,18 @@ func claimOf(c *quotav1alpha1.ResourceClaim) ledger.Claim {
 	return claim
 }
 
-func (o *Observer) record(it item, obj Object) {
+func (o *Observer) record(it item, obj Object) { o.recordAt(it, obj, nil) }
+
+// recordAt records obj and, when at is not nil, what it was evaluated from,
+// at one moment: a write that finds the stamp (a namespace move's fold,
+// moveOf) finds what it counts in the tally.
+func (o *Observer) recordAt(it item, obj Object, at *stamp) {
 	o.mu.Lock()
 	changed := o.tally.Set(it.ref(), obj)
 	o.known[it.ref()] = it
+	if at != nil {
+		o.stamps[it.ref()] = *at
+	}
 	o.markDirty(it, changed)
 	o.mu.Unlock()
 	o.dirty(changed)

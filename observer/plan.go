@@ -139,6 +139,17 @@ func PlanReservations(t *Tally, key ledger.BucketKey, reservations []ledger.Rese
 	return p
 }
 
+// with is p and q's decisions together.
+func (p Plan) with(q Plan) Plan {
+	p.Fold = slices.Sorted(slices.Values(append(p.Fold, q.Fold...)))
+	p.Expire = slices.Sorted(slices.Values(append(p.Expire, q.Expire...)))
+	p.Check = append(p.Check, q.Check...)
+	if p.Next.IsZero() || (!q.Next.IsZero() && q.Next.Before(p.Next)) {
+		p.Next = q.Next
+	}
+	return p
+}
+
 // Live is what a live read found for a reservation's object.
 type Live struct {
 	Exists     bool

@@ -139,6 +139,20 @@ func (p *policy) removeTemplate(ctx context.Context, name string) (bool, error) 
 	return true, nil
 }
 
+// templateNames are the names of the loaded templates.
+func (p *policy) templateNames() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.templates))
+}
+
+// constraintNames are the names of the loaded constraints of kind gk.
+func (p *policy) constraintNames(gk schema.GroupKind) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Sorted(maps.Keys(p.constraints[gk]))
+}
+
 // templateOf returns the name of the loaded template whose constraint kind
 // is kind, or "".
 func (p *policy) templateOf(kind string) string {

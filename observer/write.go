@@ -46,8 +46,17 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 		return err
 	}
 	o.mu.Lock()
+	notBefore := o.reservationClock.NotBefore(key, bucket, now)
+	o.mu.Unlock()
+	// Moves are decided first: what their namespaces' objects were counted
+	// at by then is in the observation taken after.
+	others, moves, waiting, err := o.planMoves(ctx, bucket, notBefore, now)
+	if err != nil {
+		return err
+	}
+	o.mu.Lock()
 	obs, err := o.tally.Observation(key)
-	plan := PlanReservations(o.tally, key, bucket, o.reservationClock.NotBefore(key, bucket, now), now)
+	plan := PlanReservations(o.tally, key, others, notBefore, now).with(moves)
 	// This write carries every change made to the tally so far.
 	since, changed := o.dirtySince[key]
 	delete(o.dirtySince, key)
@@ -69,7 +78,7 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 	if !exists && obs.Count == 0 {
 		return nil // nothing to write into a bucket nobody made
 	}
-	kept := 0
+	kept := waiting
 	for _, r := range plan.Check {
 		live, err := o.lookup(ctx, r.Object)
 		if err != nil {

@@ -14,9 +14,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
 // Options configure the webhooks.
@@ -36,12 +38,25 @@ type Options struct {
 	// MaxBypassDuration is the longest spec.duration of a QuotaBypass;
 	// default DefaultMaxBypassDuration.
 	MaxBypassDuration time.Duration
+	// NamespaceMoves and Ledger hold, when a namespace moves to another
+	// consumer, what its objects will count there (ConsumerLabelGuard);
+	// nil: a move holds nothing.
+	NamespaceMoves NamespaceMoves
+	Ledger         *ledger.Ledger
 }
 
 // consumerLabelGuardPath is the path of the namespace webhook, as its
 // kubebuilder marker says (controller-runtime's own would be
 // /validate--v1-namespace).
 const consumerLabelGuardPath = "/validate-v1-namespace-consumer-labels"
+
+func consumerLabelGuard(reader client.Reader, opts Options) *ConsumerLabelGuard {
+	g := &ConsumerLabelGuard{Reader: reader, Groups: opts.ConsumerLabelGroups, ExtraKeys: opts.ConsumerLabelKeys}
+	if opts.NamespaceMoves != nil && opts.Ledger != nil {
+		g.Moves, g.Ledger = opts.NamespaceMoves, opts.Ledger
+	}
+	return g
+}
 
 // Setup registers the webhooks on mgr's webhook server. Paths match the
 // kubebuilder markers, from which config/webhook is generated.
@@ -60,7 +75,7 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 	}
 	reader := mgr.GetClient()
 	if err := ctrl.NewWebhookManagedBy(mgr, &corev1.Namespace{}).
-		WithValidator(&ConsumerLabelGuard{Reader: reader, Groups: opts.ConsumerLabelGroups, ExtraKeys: opts.ConsumerLabelKeys}).
+		WithValidator(consumerLabelGuard(reader, opts)).
 		WithValidatorCustomPath(consumerLabelGuardPath).Complete(); err != nil {
 		return fmt.Errorf("namespace consumer label webhook: %w", err)
 	}

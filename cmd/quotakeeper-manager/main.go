@@ -267,6 +267,8 @@ func run(f flags) error {
 			ConsumerLabelKeys:   splitList(f.consumerLabelKeys),
 			BypassGroups:        splitList(f.bypassGroups),
 			MaxBypassDuration:   f.maxBypassDuration,
+			NamespaceMoves:      &observer.MoveCounter{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ClaimPolicies: policies},
+			Ledger:              l,
 		}); err != nil {
 			ctrl.Log.Error(err, "webhooks")
 			os.Exit(1)

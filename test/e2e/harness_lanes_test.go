@@ -378,11 +378,10 @@ func podCPU(d *appsv1.Deployment) int64 {
 // QuotaEntity counting 1 each against the Organization the namespace
 // carries the label of: prefix (limit 6) or prefix-other (1000, never
 // reached). The platform team relabels a namespace from one to the other.
-// A relabel is not a tenant's action and admission does not check it (only
-// the platform's groups may make it, docs/operations.md): like a careful
-// platform team, the harness moves a namespace into prefix only when what
-// its objects use fits there, read from the live objects with no tenant
-// action of this lane in flight.
+// A relabel is not a tenant's action (only the platform's groups may make
+// it, docs/operations.md); the consumer-label guard denies one whose
+// objects would not fit, and holds what they use in prefix's bucket until
+// the observer counts them there.
 func orgLane(t *testing.T, prefix string) *harnessLane {
 	t.Helper()
 	const rt, limit, pool = "e2e.quota/exactness-org-configmaps", 6, 6
@@ -492,18 +491,17 @@ func orgLane(t *testing.T, prefix string) *harnessLane {
 			if err := cluster.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{laneLabel: prefix}); err != nil {
 				return err
 			}
-			if used[0]+int64(len(list.Items)) > limit {
-				return errNotApplicable
-			}
+			// The consumer-label guard denies a move that does not fit
+			// and holds the moved objects' usage until they are counted.
 			say("%s with %d objects into %s, which uses %d", ns, len(list.Items), org.Name, used[0])
 			obj.Labels[orgLabel] = org.Name
 			if err := cluster.Client.Update(ctx, obj); err != nil {
 				return err
 			}
-			// Admission does not yet know of a namespace moved in
-			// until the observer has counted its objects there
-			// (docs/architecture.md: not exact yet), so the careful
-			// platform team keeps this lane's creates out until then.
+			// A create in the moved namespace itself is charged by
+			// Gatekeeper's cache of its labels, which may not have the
+			// move yet (docs/architecture.md: not exact yet), so this
+			// lane's creates wait until the move is counted.
 			return movedIn(ctx, org, rt, ns, laneLabel, prefix)
 		},
 		truth: func(ctx context.Context) ([]int64, error) {

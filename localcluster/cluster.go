@@ -77,8 +77,8 @@ type Options struct {
 	// ShippedRulesOnly installs Gatekeeper's webhook with the mode's values
 	// file alone, whose rules send it only the kinds the shipped RBAC
 	// counts. Otherwise the bed adds config/gatekeeper/values-all-kinds.yaml,
-	// as a user does who counts more kinds: its suites and samples count
-	// Secrets, ServiceAccounts, Pods and test CRDs.
+	// as a user does who counts more kinds: the samples count Secrets, the
+	// suites ServiceAccounts and whatever their ClaimCreationPolicies name.
 	ShippedRulesOnly bool
 }
 

@@ -1,4 +1,12 @@
-package lockout_test
+// Package lockout shows that the values we ship cannot lock a cluster:
+// with quotakeeper's manager and every Gatekeeper replica killed, the
+// control plane's leases renew, namespaces are created and the manager
+// restarts, while quota itself fails closed. The scenario is here; its
+// test packages run it on a cluster of their own per admission mode
+// (test/lockout/builtins, test/lockout/stock), installed with the shipped
+// Gatekeeper values alone (no opt-in rules) and no namespace labelled
+// beforehand, since it kills every webhook backend.
+package lockout
 
 import (
 	"context"
@@ -16,6 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -25,13 +34,14 @@ const (
 	consumerLabel     = "resourcemanager.miloapis.com/organization"
 )
 
-// Done when (issue 24): with the manager and every Gatekeeper replica
-// killed, a kube-system component keeps renewing its leader Lease, a node
+// QuotaDownLocksNothingButQuota is the scenario (issue 24's "done when"),
+// run on cluster in either admission mode: with the manager and every
+// Gatekeeper replica killed, a kube-system component keeps renewing its leader Lease, a node
 // heartbeat Lease and kube-system's Events and ConfigMaps are written, a
 // namespace without a consumer label is created, and the manager restarts
 // and serves again; meanwhile what quota guards fails closed: a tenant's
 // ConfigMap and a namespace naming a consumer are refused.
-func TestQuotaDownLocksNothingButQuota(t *testing.T) {
+func QuotaDownLocksNothingButQuota(t *testing.T, cluster *localcluster.Cluster) {
 	ctx := context.Background()
 	c := cluster.Client
 	// While everything runs: a tenant namespace and a ConfigMap in it go

@@ -1,4 +1,4 @@
-package lockout_test
+package builtins_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,7 @@ import (
 // (config/gatekeeper/rbac.yaml), through which it writes bucket status.
 const pluginRole = "quotakeeper-gatekeeper-plugin"
 
-// Done when (issue 24, readable failures): a quota check whose bucket
+// Done when (issue 24, readable failures): in the builtins mode, a quota check whose bucket
 // write fails (here Gatekeeper may no longer update allowancebuckets/status,
 // as after an RBAC mistake) denies the create, and the tenant reads that
 // quota cannot decide, why, and what to do — not OPA's eval_builtin_error.
@@ -116,4 +117,8 @@ func waitActive(t *testing.T, obj client.Object, conditions *[]metav1.Condition)
 		}
 		return nil
 	})
+}
+
+func configMap(ns, name string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 }

@@ -92,7 +92,7 @@ func TestBuiltinFailureReadsInPlainWords(t *testing.T) {
 			return fmt.Errorf("admitted: Gatekeeper could still write the bucket")
 		}
 		if !want.MatchString(err.Error()) {
-			return fmt.Errorf("got %v\nwant %s", err, want)
+			return fmt.Errorf("got %w\nwant %s", err, want)
 		}
 		t.Logf("the tenant reads: %v", err)
 		return nil

@@ -17,6 +17,7 @@ func TestBucketLabelsLeaveOutWhatIsNoLabelValue(t *testing.T) {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 }
+
 // Consumer labels may not lie where the webhooks' matchConditions look
 // away: the Kubernetes domains and their subdomains, nothing else.
 func TestKubernetesReservedLabel(t *testing.T) {

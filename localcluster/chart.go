@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/discovery"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -210,7 +212,9 @@ func (r Rendered) managerDeployment() (*appsv1.Deployment, error) {
 
 // renderGatekeeperChart renders Gatekeeper's stock chart from its module
 // directory as docs/operations.md installs it (release gatekeeper in
-// GatekeeperNamespace, config/gatekeeper/values.yaml), for the Kubernetes
+// GatekeeperNamespace, config/gatekeeper/values.yaml or
+// values-external-data.yaml, and values-all-kinds.yaml unless
+// Options.ShippedRulesOnly), for the Kubernetes
 // release the control plane runs: helm template otherwise assumes 1.20, and
 // the chart renders the webhook's matchConditions only from 1.28 on.
 func (c *Cluster) renderGatekeeperChart(moduleDir string) (Rendered, error) {
@@ -230,10 +234,40 @@ func (c *Cluster) renderGatekeeperChart(moduleDir string) (Rendered, error) {
 	if err != nil {
 		return nil, err
 	}
-	values := "values.yaml"
+	values := []string{"values.yaml"}
 	if c.opts.ExternalData {
-		values = "values-external-data.yaml"
+		values = []string{"values-external-data.yaml"}
 	}
-	return RenderChart(helm, filepath.Join(moduleDir, "charts", "gatekeeper"), "gatekeeper", GatekeeperNamespace,
-		"--kube-version", server.GitVersion, "-f", filepath.Join(root, "config", "gatekeeper", values))
+	if !c.opts.ShippedRulesOnly {
+		values = append(values, "values-all-kinds.yaml")
+	}
+	kube, err := kubeVersion(server.GitVersion, c.env.BinaryAssetsDirectory)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--kube-version", kube}
+	for _, v := range values {
+		args = append(args, "-f", filepath.Join(root, "config", "gatekeeper", v))
+	}
+	return RenderChart(helm, filepath.Join(moduleDir, "charts", "gatekeeper"), "gatekeeper", GatekeeperNamespace, args...)
+}
+
+// assetsVersion is the Kubernetes release in the name of a testbin
+// directory (bin/testbin/k8s-v1.36.3-etcd-v3.6.16).
+var assetsVersion = regexp.MustCompile(`^k8s-(v1\.[0-9]+\.[0-9]+)-`)
+
+// kubeVersion is the release helm template renders for: the API server's
+// own, or, when that is a source build's v0.0.0-master (as bin/testbin's
+// kube-apiserver reports), the release its testbin directory is named
+// after. Rendering for v0.0.0 left out everything the stock chart renders
+// only from 1.28 on, the webhook's matchConditions among them.
+func kubeVersion(server, assets string) (string, error) {
+	if v, err := version.ParseSemantic(server); err == nil && v.Major() >= 1 {
+		return server, nil
+	}
+	m := assetsVersion.FindStringSubmatch(filepath.Base(assets))
+	if m == nil {
+		return "", fmt.Errorf("the API server reports version %q and its binaries' directory %s names none", server, assets)
+	}
+	return m[1], nil
 }

@@ -4,14 +4,18 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/cel-go/cel"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/builtins"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -64,33 +68,76 @@ func TestGatekeeperValuesInstallWithTheStockChart(t *testing.T) {
 	}
 }
 
-// Done when: config/gatekeeper/values-quota-only.yaml scopes Gatekeeper's
-// webhook to what quota counts and misses nothing of it: every kind the
-// shipped RBAC lets the manager count, the scale subresource of each counted
-// workload (kubectl scale), and Namespaces (their labels name consumers).
-func TestQuotaOnlyRulesCoverTheCountedKinds(t *testing.T) {
-	root := testenv.RepoRoot()
-	var quotaOnly struct {
-		Rules []admissionregistrationv1.RuleWithOperations `json:"validatingWebhookCustomRules"`
-	}
-	data, err := os.ReadFile(filepath.Join(root, "config", "gatekeeper", "values-quota-only.yaml"))
+// gatekeeperWebhookValues is what the webhook safety tests read of a
+// Gatekeeper values file.
+type gatekeeperWebhookValues struct {
+	Rules           []admissionregistrationv1.RuleWithOperations `json:"validatingWebhookCustomRules"`
+	MatchConditions []admissionregistrationv1.MatchCondition     `json:"validatingWebhookMatchConditions"`
+	ExemptLabels    map[string][]string                          `json:"validatingWebhookExemptNamespacesLabels"`
+	MutatingExempt  map[string][]string                          `json:"mutatingWebhookExemptNamespacesLabels"`
+	CheckIgnore     string                                       `json:"validatingWebhookCheckIgnoreFailurePolicy"`
+	ControllerMgr   struct {
+		ExemptNamespaces []string `json:"exemptNamespaces"`
+	} `json:"controllerManager"`
+}
+
+func readWebhookValues(t *testing.T, file string) gatekeeperWebhookValues {
+	t.Helper()
+	var v gatekeeperWebhookValues
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "gatekeeper", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.UnmarshalStrict(data, &quotaOnly); err != nil {
-		t.Fatal(err)
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%s: %v", file, err)
 	}
-	sent := map[string]bool{}
-	for _, r := range quotaOnly.Rules {
-		if !slices.Equal(r.Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}) {
-			t.Errorf("rule %v: operations %v, want CREATE and UPDATE", r.Resources, r.Operations)
-		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				sent[g+"/"+res] = true
+	return v
+}
+
+// shippedValues are the values files a user installs Gatekeeper with, one
+// per admission mode.
+var shippedValues = []string{"values.yaml", "values-external-data.yaml"}
+
+// Done when: the values we ship, in both modes, keep what a control plane
+// needs out of Gatekeeper's fail-closed webhook (gatekeeper#870, #3829):
+// kube-system, kube-node-lease, quotakeeper-system and Gatekeeper's own
+// namespace by name (no label to put on first), Leases and Events
+// wherever they are, Namespaces without a consumer label, and Gatekeeper's
+// check of its ignore label, which otherwise blocks every namespace write
+// while Gatekeeper is down. What the stock chart renders of them is checked
+// in make verify (TestStockChartRendersOurValues).
+func TestGatekeeperValuesAreSafe(t *testing.T) {
+	exempt := []string{"kube-system", "kube-node-lease", quotav1alpha1.DefaultSystemNamespace, GatekeeperNamespace}
+	for _, file := range shippedValues {
+		v := readWebhookValues(t, file)
+		for name, got := range map[string][]string{
+			"validatingWebhookExemptNamespacesLabels": v.ExemptLabels["kubernetes.io/metadata.name"],
+			"mutatingWebhookExemptNamespacesLabels":   v.MutatingExempt["kubernetes.io/metadata.name"],
+			"controllerManager.exemptNamespaces":      v.ControllerMgr.ExemptNamespaces,
+		} {
+			if !slices.Equal(got, exempt) {
+				t.Errorf("%s: %s %v, want %v", file, name, got, exempt)
 			}
 		}
+		if v.CheckIgnore != "Ignore" {
+			t.Errorf("%s: validatingWebhookCheckIgnoreFailurePolicy %q, want Ignore", file, v.CheckIgnore)
+		}
+		var names []string
+		for _, mc := range v.MatchConditions {
+			names = append(names, mc.Name)
+		}
+		if want := []string{"not-quota-objects", "not-leases", "not-events", "namespaces-with-consumer-labels"}; !slices.Equal(names, want) {
+			t.Errorf("%s: matchConditions %v, want %v", file, names, want)
+		}
 	}
+}
+
+// Done when: the rules we ship scope Gatekeeper's webhook to what quota
+// counts and miss nothing of it: every kind the shipped RBAC lets the
+// manager count, the scale subresource of each counted workload (kubectl
+// scale), and Namespaces (their labels name consumers).
+func TestQuotaRulesCoverTheCountedKinds(t *testing.T) {
+	root := testenv.RepoRoot()
 	objs, err := ReadObjects(filepath.Join(root, "config", "rbac", "counted_kinds.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -118,9 +165,165 @@ func TestQuotaOnlyRulesCoverTheCountedKinds(t *testing.T) {
 	if len(want) < 6 {
 		t.Fatalf("counted kinds %v: config/rbac/counted_kinds.yaml was not read", want)
 	}
-	for _, w := range want {
-		if !sent[w] {
-			t.Errorf("values-quota-only.yaml does not send %s to Gatekeeper, which quota counts", w)
+	for _, file := range shippedValues {
+		sent := map[string]bool{}
+		for _, r := range readWebhookValues(t, file).Rules {
+			if !slices.Equal(r.Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}) {
+				t.Errorf("%s: rule %v: operations %v, want CREATE and UPDATE", file, r.Resources, r.Operations)
+			}
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					sent[g+"/"+res] = true
+				}
+			}
 		}
+		for _, w := range want {
+			if !sent[w] {
+				t.Errorf("%s does not send %s to Gatekeeper, which quota counts", file, w)
+			}
+		}
+	}
+}
+
+// namespaceGuardCondition is the namespace guard's matchCondition as the
+// chart installs it (config/webhook's patch, through kustomize).
+func namespaceGuardCondition(t *testing.T) string {
+	t.Helper()
+	configs, err := typed[admissionregistrationv1.ValidatingWebhookConfiguration](render(t), "ValidatingWebhookConfiguration")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range configs {
+		for _, w := range c.Webhooks {
+			if w.Name == "vnamespace-consumer-labels.quota.miloapis.com" {
+				if len(w.MatchConditions) != 1 {
+					t.Fatalf("the namespace guard has matchConditions %+v, want one", w.MatchConditions)
+				}
+				return w.MatchConditions[0].Expression
+			}
+		}
+	}
+	t.Fatal("the chart renders no namespace guard webhook")
+	return ""
+}
+
+// evalCondition evaluates a matchCondition expression the way the API
+// server binds it: request, object and oldObject (null on CREATE).
+func evalCondition(t *testing.T, expr, op string, resource map[string]any, old, labels map[string]string) bool {
+	t.Helper()
+	env, err := cel.NewEnv(cel.Variable("request", cel.DynType), cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("compile %s: %v", expr, iss.Err())
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := func(l map[string]string) any {
+		md := map[string]any{"name": "n"}
+		if l != nil {
+			md["labels"] = l
+		}
+		return map[string]any{"metadata": md}
+	}
+	var oldObj any
+	if op != "CREATE" {
+		oldObj = obj(old)
+	}
+	out, _, err := prg.Eval(map[string]any{
+		"request":   map[string]any{"operation": op, "resource": resource},
+		"object":    obj(labels),
+		"oldObject": oldObj,
+	})
+	if err != nil {
+		t.Fatalf("eval %s %v -> %v: %v", op, old, labels, err)
+	}
+	return out.Value().(bool)
+}
+
+// Done when: the namespace guard and Gatekeeper's webhook see a namespace
+// write exactly when a label outside Kubernetes' reserved domains is set,
+// changed or removed, which covers every consumer label
+// (v1alpha1.KubernetesReservedLabel keeps consumer labels out of those
+// domains): a namespace is created while quotakeeper and Gatekeeper are
+// down unless it names a consumer, and Gatekeeper's condition is the
+// guard's for namespaces and true for every other kind.
+func TestNamespaceConditionSendsOnlyConsumerLabelWrites(t *testing.T) {
+	guard := namespaceGuardCondition(t)
+	namespaces := map[string]any{"group": "", "version": "v1", "resource": "namespaces"}
+	cases := []struct {
+		name       string
+		op         string
+		old, new   map[string]string
+		wantCalled bool
+	}{
+		{"create without labels", "CREATE", nil, nil, false},
+		{"create with the API server's name label", "CREATE", nil, map[string]string{"kubernetes.io/metadata.name": "n"}, false},
+		{"create with pod security and app labels", "CREATE", nil, map[string]string{"kubernetes.io/metadata.name": "n", "pod-security.kubernetes.io/enforce": "restricted", "app.kubernetes.io/name": "x", "k8s.io/x": "y"}, false},
+		{"create with a consumer label", "CREATE", nil, map[string]string{"kubernetes.io/metadata.name": "n", "resourcemanager.miloapis.com/organization": "acme"}, true},
+		{"create with an unprefixed label", "CREATE", nil, map[string]string{"team": "a"}, true},
+		{"create with a look-alike domain", "CREATE", nil, map[string]string{"notkubernetes.io/x": "y"}, true},
+		{"update of a reserved label", "UPDATE", map[string]string{"a.example/org": "acme"}, map[string]string{"a.example/org": "acme", "pod-security.kubernetes.io/enforce": "baseline"}, false},
+		{"update without label changes", "UPDATE", map[string]string{"a.example/org": "acme"}, map[string]string{"a.example/org": "acme"}, false},
+		{"update changing a consumer label", "UPDATE", map[string]string{"a.example/org": "acme"}, map[string]string{"a.example/org": "globex"}, true},
+		{"update adding a consumer label", "UPDATE", nil, map[string]string{"a.example/org": "acme"}, true},
+		{"update removing a consumer label", "UPDATE", map[string]string{"a.example/org": "acme"}, map[string]string{"kubernetes.io/metadata.name": "n"}, true},
+		{"update removing every label", "UPDATE", map[string]string{"a.example/org": "acme"}, nil, true},
+	}
+	for _, tc := range cases {
+		// The Go twin the registrations and flags are held to.
+		reference := false
+		for _, pair := range [][2]map[string]string{{tc.old, tc.new}, {tc.new, tc.old}} {
+			for k, v := range pair[1] {
+				if was, ok := pair[0][k]; (!ok || was != v) && !quotav1alpha1.KubernetesReservedLabel(k) {
+					reference = true
+				}
+			}
+		}
+		if reference != tc.wantCalled {
+			t.Errorf("%s: KubernetesReservedLabel says called=%v, want %v", tc.name, reference, tc.wantCalled)
+		}
+		if got := evalCondition(t, guard, tc.op, namespaces, tc.old, tc.new); got != tc.wantCalled {
+			t.Errorf("namespace guard, %s: called=%v, want %v", tc.name, got, tc.wantCalled)
+		}
+		for _, file := range shippedValues {
+			for _, mc := range readWebhookValues(t, file).MatchConditions {
+				if mc.Name != "namespaces-with-consumer-labels" {
+					continue
+				}
+				if got := evalCondition(t, mc.Expression, tc.op, namespaces, tc.old, tc.new); got != tc.wantCalled {
+					t.Errorf("%s, %s: Gatekeeper called=%v, want %v", file, tc.name, got, tc.wantCalled)
+				}
+				configmaps := map[string]any{"group": "", "version": "v1", "resource": "configmaps"}
+				if !evalCondition(t, mc.Expression, tc.op, configmaps, tc.old, tc.new) {
+					t.Errorf("%s, %s: a ConfigMap does not reach Gatekeeper", file, tc.name)
+				}
+				if strings.Count(mc.Expression, `!k.matches("^([a-z0-9.-]*[.])?(kubernetes|k8s)[.]io/")`) != 3 {
+					t.Errorf("%s: %s does not classify labels as the guard does", file, mc.Name)
+				}
+			}
+		}
+	}
+}
+
+// Done when: the bed renders Gatekeeper's chart for the Kubernetes release
+// it runs even though bin/testbin's kube-apiserver, a source build, says
+// v0.0.0-master: for that, the stock chart renders no matchConditions.
+func TestKubeVersionOfASourceBuild(t *testing.T) {
+	for _, tc := range []struct{ server, assets, want string }{
+		{"v1.36.3", "/x/bin/testbin/k8s-v1.35.0-etcd-v3.6.16", "v1.36.3"},
+		{"v0.0.0-master+$Format:%H$", "/x/bin/testbin/k8s-v1.36.3-etcd-v3.6.16", "v1.36.3"},
+	} {
+		got, err := kubeVersion(tc.server, tc.assets)
+		if err != nil || got != tc.want {
+			t.Errorf("kubeVersion(%q, %q) = %q, %v; want %q", tc.server, tc.assets, got, err, tc.want)
+		}
+	}
+	if _, err := kubeVersion("v0.0.0-master", "/tmp/assets"); err == nil {
+		t.Error("kubeVersion of an unversioned server and directory: no error")
 	}
 }

@@ -74,14 +74,15 @@ type auditingServer struct {
 
 func (s auditingServer) Register(path string, hook http.Handler) {
 	if wh, ok := hook.(*admission.Webhook); ok && path == gatekeeperAdmitPath {
-		// Outermost, the release sees the response the API server gets,
-		// the auditor's denials included (denied.go).
-		wh.Handler = &ReleaseOnDenial{Handler: &BypassAuditor{
+		// The release sees the response the API server gets, the
+		// auditor's denials included (denied.go); outside it, only the
+		// words of a halt are rewritten (undecided.go).
+		wh.Handler = ReadableFailures{Handler: &ReleaseOnDenial{Handler: &BypassAuditor{
 			Handler:  wh.Handler,
 			Reader:   s.mgr.GetCache(),
 			Recorder: s.mgr.GetEventRecorder("quotakeeper-gatekeeper"),
 			Now:      time.Now,
-		}}
+		}}}
 		// Reviews run on warm workers (workers.go).
 		hook = newWarmWorkers(workerIdle).handler(hook)
 	}

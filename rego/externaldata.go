@@ -1,6 +1,7 @@
 package rego
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -84,12 +85,16 @@ result(key, r) := values[0] if {
 	object.get(r, "system_error", "") == ""
 	values := items(r, "responses", key)
 	count(values) > 0
-} else := sprintf("quota cannot decide: quotakeeper's External Data provider did not answer (%s); the request is denied until it does (see docs/troubleshooting.md)", [r.system_error]) if {
+} else := undecided(sprintf("quotakeeper's External Data provider did not answer (%s)", [r.system_error])) if {
 	object.get(r, "system_error", "") != ""
-} else := sprintf("quota cannot decide: %s", [errs[0]]) if {
+} else := undecided(errs[0]) if {
 	errs := items(r, "errors", key)
 	count(errs) > 0
-} else := "quota cannot decide: quotakeeper's External Data provider gave no answer (see docs/troubleshooting.md)"
+} else := undecided("quotakeeper's External Data provider gave no answer")
+
+# The denial's words when quota cannot decide, as the plugin words a halt of
+# the builtins linked into Gatekeeper (builtins.UndecidedFormat).
+undecided(reason) := sprintf(` + regoString(builtins.UndecidedFormat) + `, [reason])
 
 # The values (or errors) Gatekeeper's response lists for key: pairs [key, value].
 items(r, field, key) := [p[1] |
@@ -116,6 +121,12 @@ func BuiltinsLib() string {
 		fmt.Fprintf(&b, "%s(%s) := %s(%s)\n\n", name, params, d.Name, params)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// regoString is s as a Rego string literal (JSON's escapes are Rego's).
+func regoString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 func parameterNames(n int) string {

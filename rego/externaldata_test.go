@@ -76,7 +76,7 @@ func TestExternalDataProviderDownDenies(t *testing.T) {
 	stopProvider(t)
 	got := h.review(request{op: create, uid: "req-2", obj: configMap("team-a", "cm2")})
 	const prefix = "quota cannot decide: quotakeeper's External Data provider did not answer (failed to send external data request: "
-	const suffix = "); the request is denied until it does (see docs/troubleshooting.md)"
+	const suffix = "); the request is denied and nothing was reserved. Retry in a minute; if it keeps failing, tell your platform team (docs/troubleshooting.md#quota-cannot-decide)"
 	if len(got) != 1 || !strings.HasPrefix(got[0], prefix) || !strings.HasSuffix(got[0], suffix) {
 		t.Errorf("provider down: violations %q, want one %q...%q", got, prefix, suffix)
 	}
@@ -94,7 +94,7 @@ func TestExternalDataProviderErrorDenies(t *testing.T) {
 	h := newHarness(t, "quotaentity", perNamespace)
 	h.env.Ledger = nil
 	assertMessages(t, "provider not ready", h.review(request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")}),
-		"quota cannot decide: quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md)")
+		"quota cannot decide: quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md); the request is denied and nothing was reserved. Retry in a minute; if it keeps failing, tell your platform team (docs/troubleshooting.md#quota-cannot-decide)")
 }
 
 // harnessMode is what a test's harness runs.

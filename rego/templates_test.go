@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/builtins"
 
 	"github.com/quotakeeper/quotakeeper/ledger"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
@@ -385,8 +386,32 @@ func TestFailsClosed(t *testing.T) {
 			if tc.ledger != nil {
 				h.env.Ledger = tc.ledger(h)
 			}
-			assertMessages(t, tc.name, withoutLocation(h.review(tc.req)), tc.want)
+			got := h.review(tc.req)
+			assertMessages(t, tc.name, withoutLocation(got), tc.want)
+			// What the tenant reads (the plugin rewrites Gatekeeper's
+			// response with builtins.Undecided): never OPA's text.
+			for _, m := range got {
+				if tenant := builtins.Undecided("[c] " + m); strings.Contains(tenant, "eval_builtin_error") {
+					t.Errorf("the tenant reads %q", tenant)
+				}
+			}
 		})
+	}
+}
+
+// A halt reads, for the tenant, as the External Data twin's denial does:
+// quota cannot decide, why, and what to do.
+func TestHaltReadsAsUndecided(t *testing.T) {
+	h := newHarness(t, "quotaentity", perNamespace)
+	h.grant("g", teamA, "core/configmaps", 10)
+	h.env.Ledger = ledger.New(failingStore{}, h.grants)
+	got := h.review(request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")})
+	if len(got) != 1 {
+		t.Fatalf("violations %q, want one", got)
+	}
+	const want = `[configmaps] quota cannot decide: reserving claim "uid-team-a-cm1": bucket store down; the request is denied and nothing was reserved. Retry in a minute; if it keeps failing, tell your platform team (docs/troubleshooting.md#quota-cannot-decide)`
+	if tenant := builtins.Undecided("[configmaps] " + got[0]); tenant != want {
+		t.Errorf("the tenant reads\n%s\nwant\n%s", tenant, want)
 	}
 }
 

@@ -31,6 +31,15 @@ type Verdict struct {
 // set them as labels.
 func ValidateRegistration(r *quotav1alpha1.ResourceRegistration) field.ErrorList {
 	var errs field.ErrorList
+	// A consumer label in Kubernetes' reserved domains would never reach the
+	// namespace guard (quotav1alpha1.KubernetesReservedLabel), so anyone who
+	// may label a namespace could move it between consumers.
+	if c := r.Spec.ConsumerTypeRef; c.APIGroup != "" || c.Kind != "Namespace" {
+		if key := quotav1alpha1.ConsumerLabelKey(c.APIGroup, c.Kind); quotav1alpha1.KubernetesReservedLabel(key) {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "consumerTypeRef", "apiGroup"), c.APIGroup,
+				fmt.Sprintf("the consumer label %s would lie in a domain Kubernetes reserves (kubernetes.io, k8s.io), which the namespace guard does not see; a consumer kind needs an API group of its own", key)))
+		}
+	}
 	for i, d := range r.Spec.Dimensions {
 		if msg := ledger.DimensionKeyError(d); msg != "" {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "dimensions").Index(i), d, msg))

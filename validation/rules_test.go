@@ -257,3 +257,22 @@ func TestValidatePolicyResourceType(t *testing.T) {
 		})
 	}
 }
+
+func TestRegistrationConsumerLabelOutsideKubernetesDomains(t *testing.T) {
+	cases := []struct {
+		group, kind, want string
+	}{
+		{"resourcemanager.miloapis.com", "Organization", ""},
+		{"", "Namespace", ""},
+		{"apps", "Deployment", ""},
+		{"rbac.authorization.k8s.io", "Group", `spec.consumerTypeRef.apiGroup: Invalid value: "rbac.authorization.k8s.io": the consumer label rbac.authorization.k8s.io/group would lie in a domain Kubernetes reserves (kubernetes.io, k8s.io), which the namespace guard does not see; a consumer kind needs an API group of its own`},
+		{"example.kubernetes.io", "Team", `spec.consumerTypeRef.apiGroup: Invalid value: "example.kubernetes.io": the consumer label example.kubernetes.io/team would lie in a domain Kubernetes reserves (kubernetes.io, k8s.io), which the namespace guard does not see; a consumer kind needs an API group of its own`},
+	}
+	for _, tc := range cases {
+		r := reg("r", rtCPU, "")
+		r.Spec.ConsumerTypeRef = quotav1alpha1.ConsumerTypeRef{APIGroup: tc.group, Kind: tc.kind}
+		if got := errorsOf(Verdict{Errors: ValidateRegistration(&r)}); got != tc.want {
+			t.Errorf("%s/%s:\n got %s\nwant %s", tc.group, tc.kind, got, tc.want)
+		}
+	}
+}

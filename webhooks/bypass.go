@@ -26,7 +26,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/rego"
 )
 
-// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-quotabypass,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=quotabypasses,verbs=create;update;delete,versions=v1alpha1,name=vquotabypass.quota.miloapis.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-quotabypass,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=quotabypasses,verbs=create;update;delete,versions=v1alpha1,name=vquotabypass.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
 
 // DefaultMaxBypassDuration is the longest a QuotaBypass may last unless the
 // manager's --max-bypass-duration says otherwise.

@@ -13,8 +13,8 @@ import (
 	"github.com/quotakeeper/quotakeeper/validation"
 )
 
-// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-resourceclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourceclaims,verbs=create;update,versions=v1alpha1,name=vresourceclaim.quota.miloapis.com,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/mutate-quota-miloapis-com-v1alpha1-resourceclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourceclaims,verbs=create;update,versions=v1alpha1,name=mresourceclaim.quota.miloapis.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-resourceclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourceclaims,verbs=create;update,versions=v1alpha1,name=vresourceclaim.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-quota-miloapis-com-v1alpha1-resourceclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourceclaims,verbs=create;update,versions=v1alpha1,name=mresourceclaim.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
 
 // ClaimValidator keeps claims honest: a claim is judged against the
 // registrations and its namespace, whoever creates it.

@@ -14,7 +14,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/validation"
 )
 
-// +kubebuilder:webhook:path=/validate-constraints-gatekeeper-sh-v1beta1-quota,mutating=false,failurePolicy=fail,sideEffects=None,groups=constraints.gatekeeper.sh,resources=quotaentity;quotaallocation,verbs=create;update,versions=v1beta1,name=vquotaconstraint.quota.miloapis.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-constraints-gatekeeper-sh-v1beta1-quota,mutating=false,failurePolicy=fail,sideEffects=None,groups=constraints.gatekeeper.sh,resources=quotaentity;quotaallocation,verbs=create;update,versions=v1beta1,name=vquotaconstraint.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
 
 // quotaConstraintPath is the path of QuotaConstraintValidator, as its
 // kubebuilder marker says. The resources are "quotaentity" and

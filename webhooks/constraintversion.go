@@ -11,7 +11,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/counted"
 )
 
-// +kubebuilder:webhook:path=/mutate-constraints-gatekeeper-sh-v1beta1-quota,mutating=true,failurePolicy=fail,sideEffects=None,groups=constraints.gatekeeper.sh,resources=quotaentity;quotaallocation;quotaclaimpolicy,verbs=create;update,versions=v1beta1,name=mquotaconstraint.quota.miloapis.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/mutate-constraints-gatekeeper-sh-v1beta1-quota,mutating=true,failurePolicy=fail,sideEffects=None,groups=constraints.gatekeeper.sh,resources=quotaentity;quotaallocation;quotaclaimpolicy,verbs=create;update,versions=v1beta1,name=mquotaconstraint.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
 
 // quotaConstraintVersionPath is the path of QuotaConstraintVersioner, as
 // its kubebuilder marker says.

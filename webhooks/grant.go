@@ -12,7 +12,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/validation"
 )
 
-// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-resourcegrant,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourcegrants,verbs=create;update,versions=v1alpha1,name=vresourcegrant.quota.miloapis.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-resourcegrant,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourcegrants,verbs=create;update,versions=v1alpha1,name=vresourcegrant.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
 
 // GrantValidator rejects grants the grant controller would mark
 // ValidationFailed, so an administrator learns at once, field by field.

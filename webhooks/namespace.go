@@ -19,7 +19,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
-// +kubebuilder:webhook:path=/validate-v1-namespace-consumer-labels,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=namespaces;namespaces/status;namespaces/finalize,verbs=create;update,versions=v1,name=vnamespace-consumer-labels.quota.miloapis.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-v1-namespace-consumer-labels,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=namespaces;namespaces/status;namespaces/finalize,verbs=create;update,versions=v1,name=vnamespace-consumer-labels.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
 
 // ConsumerLabelGuard decides who may say which consumer pays for a
 // namespace. A namespace's consumer label (resourcemanager.miloapis.com/
@@ -171,6 +171,18 @@ func (g *ConsumerLabelGuard) guardedKeys(ctx context.Context) (sets.Set[string],
 		keys.Insert(quotav1alpha1.ConsumerLabelKey(c.APIGroup, c.Kind))
 	}
 	return keys, nil
+}
+
+// CheckConsumerLabelKeys refuses extra consumer label keys the guard would
+// never see: its webhook is called only for labels outside Kubernetes'
+// reserved domains (quotav1alpha1.KubernetesReservedLabel).
+func CheckConsumerLabelKeys(keys []string) error {
+	for _, k := range keys {
+		if quotav1alpha1.KubernetesReservedLabel(k) {
+			return fmt.Errorf("%s lies in a domain Kubernetes reserves (kubernetes.io, k8s.io): the namespace guard is not called for it, so it cannot be guarded", k)
+		}
+	}
+	return nil
 }
 
 // changedKeys are the label keys added, removed or given another value, in

@@ -13,8 +13,8 @@ import (
 	"github.com/quotakeeper/quotakeeper/celpolicy"
 )
 
-// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-grantcreationpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=grantcreationpolicies,verbs=create;update,versions=v1alpha1,name=vgrantcreationpolicy.quota.miloapis.com,admissionReviewVersions=v1
-// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-claimcreationpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=claimcreationpolicies,verbs=create;update,versions=v1alpha1,name=vclaimcreationpolicy.quota.miloapis.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-grantcreationpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=grantcreationpolicies,verbs=create;update,versions=v1alpha1,name=vgrantcreationpolicy.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-claimcreationpolicy,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=claimcreationpolicies,verbs=create;update,versions=v1alpha1,name=vclaimcreationpolicy.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
 
 // The policy validators refuse a creation policy whose CEL does not
 // compile, field by field (package celpolicy compiles it). What depends on

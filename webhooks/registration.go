@@ -13,7 +13,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/validation"
 )
 
-// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-resourceregistration,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourceregistrations,verbs=create;update,versions=v1alpha1,name=vresourceregistration.quota.miloapis.com,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-quota-miloapis-com-v1alpha1-resourceregistration,mutating=false,failurePolicy=fail,sideEffects=None,groups=quota.miloapis.com,resources=resourceregistrations,verbs=create;update,versions=v1alpha1,name=vresourceregistration.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
 
 // RegistrationValidator checks a registration's dimensions, and refuses to
 // create a second registration of a resource type an active one already

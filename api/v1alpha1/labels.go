@@ -22,6 +22,29 @@ func ConsumerLabelKey(apiGroup, kind string) string {
 	return apiGroup + "/" + strings.ToLower(kind)
 }
 
+// KubernetesReservedLabel reports whether a label key lies in the domains
+// Kubernetes reserves for its own components (kubernetes.io and k8s.io and
+// their subdomains: kubernetes.io/metadata.name, pod-security.kubernetes.io/
+// enforce, app.kubernetes.io/name). No consumer label may: the namespace
+// guard's webhook and Gatekeeper's shipped values send a namespace write to
+// admission only when a label outside these domains is set or changes
+// (matchConditions, config/webhook and config/gatekeeper), so namespaces that
+// carry only such labels can be created while quotakeeper or Gatekeeper is
+// down. The CEL there is this function's twin:
+// !k.matches("^([a-z0-9.-]*[.])?(kubernetes|k8s)[.]io/").
+func KubernetesReservedLabel(key string) bool {
+	prefix, _, ok := strings.Cut(key, "/")
+	if !ok {
+		return false
+	}
+	for _, domain := range []string{"kubernetes.io", "k8s.io"} {
+		if prefix == domain || strings.HasSuffix(prefix, "."+domain) {
+			return true
+		}
+	}
+	return false
+}
+
 // NamespaceBelongsTo reports whether a namespace with the given name and
 // labels belongs to the consumer: it is the consumer (kind Namespace in the
 // core group), or it carries the consumer's label with the consumer's name.

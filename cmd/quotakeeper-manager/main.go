@@ -158,6 +158,9 @@ func main() {
 }
 
 func run(f flags) error {
+	if err := webhooks.CheckConsumerLabelKeys(splitList(f.consumerLabelKeys)); err != nil {
+		return fmt.Errorf("--consumer-label-keys: %w", err)
+	}
 	holdHeapUnderLimit(memlimit.FromCgroup, ctrl.Log.WithName("memlimit"))
 	// Before any Rego driver exists (the observer's): drivers copy OPA's
 	// builtin table when built. No process Env: the observer's evaluations,

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/api/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -82,6 +83,9 @@ func (o *Observer) foldCreated(ctx context.Context, b *quotav1alpha1.AllowanceBu
 	var created []ledger.Created
 	var expire []string
 	for _, r := range reservations {
+		if _, _, move := ledger.NamespaceMoveFor(r.ClaimID); move {
+			continue // its objects are counted by the rebuild's own write (move.go)
+		}
 		uid, _, update := ledger.ReservationFor(r.ClaimID)
 		if update {
 			continue // the object is in allocated at an older amount: Observe's
@@ -119,26 +123,36 @@ func (o *Observer) foldCreated(ctx context.Context, b *quotav1alpha1.AllowanceBu
 // liveObject reads a reservation's object whole from the API server (the
 // informers may not have listed it yet); nil when there is none.
 func (o *Observer) liveObject(ctx context.Context, ref ledger.ObjectRef) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	found, err := o.liveGet(ctx, ref, u)
+	if !found {
+		return nil, err
+	}
+	return u, nil
+}
+
+// liveGet reads the object ref names from the API server into obj, typed
+// by ref's kind; found is false when there is none (or no such kind).
+func (o *Observer) liveGet(ctx context.Context, ref ledger.ObjectRef, obj client.Object) (found bool, err error) {
 	mapping, err := o.mapper.RESTMapping(schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind})
 	if meta.IsNoMatchError(err) {
-		return nil, nil
+		return false, nil
 	}
 	if err != nil {
-		return nil, err
+		return false, err
 	}
 	namespace := ref.Namespace
 	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
 		namespace = ""
 	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(mapping.GroupVersionKind)
-	if err := o.live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, u); err != nil {
+	obj.GetObjectKind().SetGroupVersionKind(mapping.GroupVersionKind)
+	if err := o.live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return false, nil
 		}
-		return nil, err
+		return false, err
 	}
-	return u, nil
+	return true, nil
 }
 
 // counts evaluates u under the loaded policy and returns its item and

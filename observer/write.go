@@ -8,7 +8,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -184,24 +183,10 @@ func (o *Observer) lookup(ctx context.Context, ref ledger.ObjectRef) (Live, erro
 		watched = true
 	}
 	live := Live{Watched: watched}
-	mapping, err := o.mapper.RESTMapping(gk)
-	if meta.IsNoMatchError(err) {
-		return live, nil // no such kind any more: no such object
-	}
-	if err != nil {
-		return Live{}, err
-	}
 	obj := &metav1.PartialObjectMetadata{}
-	obj.SetGroupVersionKind(mapping.GroupVersionKind)
-	namespace := ref.Namespace
-	if mapping.Scope.Name() != meta.RESTScopeNameNamespace {
-		namespace = ""
-	}
-	if err := o.live.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return live, nil
-		}
-		return Live{}, err
+	found, err := o.liveGet(ctx, ref, obj)
+	if !found {
+		return live, err
 	}
 	live.Exists, live.UID, live.Generation = true, string(obj.GetUID()), obj.GetGeneration()
 	return live, nil

@@ -222,7 +222,9 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 		return reconcile.Result{}, err
 	}
 	targets := map[string]bool{}
-	if len(buckets.Items) > 0 {
+	// A delegation bucket is the parent admin's view (kubectl quota
+	// delegations), not a limit of the namespaces: no effective grant.
+	if _, delegated := quotav1alpha1.DelegatedBase(p.ResourceType); len(buckets.Items) > 0 && !delegated {
 		var err error
 		if targets, err = r.namespacesOf(ctx, ledgerconv.ConsumerRef(p.Consumer)); err != nil {
 			return reconcile.Result{}, err

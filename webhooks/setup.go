@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
 // Options configure the webhooks.
@@ -36,6 +37,11 @@ type Options struct {
 	// MaxBypassDuration is the longest spec.duration of a QuotaBypass;
 	// default DefaultMaxBypassDuration.
 	MaxBypassDuration time.Duration
+	// Ledger is the process's one ledger, which delegated grants are
+	// reserved through; nil refuses every create or raise of one.
+	Ledger *ledger.Ledger
+	// GrantsSynced reports whether the ledger's grant mirror has synced.
+	GrantsSynced func() bool
 }
 
 // consumerLabelGuardPath is the path of the namespace webhook, as its
@@ -69,7 +75,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("registration webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ResourceGrant{}).
-		WithValidator(&GrantValidator{Reader: reader, SystemNamespace: opts.SystemNamespace}).Complete(); err != nil {
+		WithValidator(&GrantValidator{
+			Reader: reader, SystemNamespace: opts.SystemNamespace, Authorizer: mgr.GetClient(),
+			HandOut: &HandOut{Ledger: opts.Ledger, Synced: opts.GrantsSynced, Reader: reader},
+		}).Complete(); err != nil {
 		return fmt.Errorf("grant webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ResourceClaim{}).

@@ -267,6 +267,8 @@ func run(f flags) error {
 			ConsumerLabelKeys:   splitList(f.consumerLabelKeys),
 			BypassGroups:        splitList(f.bypassGroups),
 			MaxBypassDuration:   f.maxBypassDuration,
+			Ledger:              l,
+			GrantsSynced:        m.HasSynced,
 		}); err != nil {
 			ctrl.Log.Error(err, "webhooks")
 			os.Exit(1)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -85,6 +86,28 @@ func TestDelegatedAllowancesStayWithinTheParentsCap(t *testing.T) {
 		return fmt.Sprintf(`resourcegrants.quota.miloapis.com "quota" is forbidden: cap exceeded: Organization %s's cap of core/configmaps is 10, handed out 10 `+
 			`(6 to Namespace t27-a (t27-a/quota), 4 to Namespace t27-b (t27-b/quota)), in flight 0, available 0: cannot hand out 1 more to Namespace %s`, org, to)
 	}
+	// The child's effective grant says which part was handed out, and by
+	// whom; each namespace of the organization shows the cap.
+	testenv.Eventually(t, settle, "t27-a's effective grant", func() error {
+		e := &quotav1alpha1.EffectiveResourceGrant{}
+		name := quotav1alpha1.EffectiveResourceGrantName(nsRef("t27-a"), rtConfigMaps)
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: "t27-a", Name: name}, e); err != nil {
+			return err
+		}
+		want := []quotav1alpha1.DelegatedPart{{ConsumerRef: orgRef(org), Amount: 6, Grants: []string{"t27-a/quota"}}}
+		if e.Status.TotalLimit != 6 || !equality.Semantic.DeepEqual(e.Status.Delegated, want) {
+			return fmt.Errorf("limit %d, delegated %+v", e.Status.TotalLimit, e.Status.Delegated)
+		}
+		cap := &quotav1alpha1.EffectiveResourceGrant{}
+		name = quotav1alpha1.EffectiveResourceGrantName(orgRef(org), quotav1alpha1.DelegatedResourceType(rtConfigMaps))
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: "t27-b", Name: name}, cap); err != nil {
+			return err
+		}
+		if st := cap.Status; st.TotalLimit != 10 || st.TotalAllocated != 10 || st.Available != 0 {
+			return fmt.Errorf("cap's effective grant: limit %d, handed out %d, available %d", st.TotalLimit, st.TotalAllocated, st.Available)
+		}
+		return nil
+	})
 	requireForbidden(t, setAmount(t, k8s, a, 7), deny("t27-a"))
 	requireForbidden(t, setAmount(t, k8s, b, 5), deny("t27-b"))
 	// A second grant to the same child is a hand-out too.

@@ -217,8 +217,11 @@ func TestDelegatedSubdivision(t *testing.T) {
 	nsAConsumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: nsA}
 	testenv.Eventually(t, time.Minute, nsA+"'s limit at 1", func() error {
 		st, err := getBucket(nsAConsumer, rt)
-		if err != nil || st.Limit != 1 || st.Allocated != 3 {
-			return fmt.Errorf("%+v %v", st, err)
+		if err != nil {
+			return err
+		}
+		if st.Limit != 1 || st.Allocated != 3 {
+			return fmt.Errorf("limit %d, allocated %d", st.Limit, st.Allocated)
 		}
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -221,4 +222,36 @@ func TestAnOrganizationsAdminCannotTouchAPlatformGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHandedOut(t, org, 10, 0)
+}
+
+// A hand-out the webhook admitted whose grant never came (a later webhook
+// refused it, the client went away) holds its amount until it expires,
+// then the delegation controller returns it to the cap.
+func TestAHandOutWhoseGrantNeverCameExpires(t *testing.T) {
+	needEnv(t)
+	const org = "acme-t27e"
+	newNamespace(t, "t27e-a", tenantOf(org))
+	newGrant(t, "t27e-cap", orgRef(org), builders.Allowance(quotav1alpha1.DelegatedResourceType(rtConfigMaps), 10))
+	if err := k8s.Create(ctx, handOutGrant("quota", "t27e-a", org, 4)); err != nil {
+		t.Fatal(err)
+	}
+	waitHandedOut(t, org, 10, 4)
+	key := delegation.Key(ledgerconv.Consumer(orgRef(org)), rtConfigMaps)
+	ghost := quotav1alpha1.Reservation{
+		ID: "0b6f3c2e-0000-4000-8000-000000000027", Amount: 3, ExpiresAt: metav1.NewMicroTime(time.Now().Add(-time.Minute)),
+		Object: quotav1alpha1.ObjectRef{APIGroup: quotav1alpha1.GroupVersion.Group, Kind: "ResourceGrant", Namespace: "t27e-a", Name: "ghost"},
+	}
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b := &quotav1alpha1.AllowanceBucket{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: sysNS, Name: key.Name()}, b); err != nil {
+			return err
+		}
+		b.Status.Reservations = append(b.Status.Reservations, ghost)
+		b.Status.Reserved += ghost.Amount
+		b.Status.Available -= ghost.Amount
+		return k8s.Status().Update(ctx, b)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitHandedOut(t, org, 10, 4)
 }

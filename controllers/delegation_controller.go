@@ -153,12 +153,12 @@ func (r *delegationReconciler) Reconcile(ctx context.Context, key ledger.BucketK
 	return result, nil
 }
 
-// expired lists the bucket's reservations that are past their expiry and
-// whose grant will never be counted at their generation: it is absent, is
+// expired lists the bucket's reservations whose grant will never be
+// counted at their generation: past their expiry, the grant is absent, is
 // another grant (another uid), or never reached that generation (the update
-// was refused after the webhook). One the count folds is not expired, nor
-// one whose grant the live read finds at its generation (the cache is
-// behind: looked at again shortly). The result asks to come back at the
+// was refused after the webhook); before it, an update's grant is gone. One
+// the count folds is not expired, nor one whose grant the live read finds
+// at its generation (the cache is behind: looked at again shortly). The result asks to come back at the
 // earliest expiry still ahead.
 func (r *delegationReconciler) expired(ctx context.Context, b *quotav1alpha1.AllowanceBucket, counted map[string]ledger.CountedAt) ([]string, reconcile.Result, error) {
 	now := r.now()
@@ -170,21 +170,30 @@ func (r *delegationReconciler) expired(ctx context.Context, b *quotav1alpha1.All
 		}
 	}
 	for _, res := range b.Status.Reservations {
-		uid, gen, _ := ledger.ReservationFor(res.ID)
+		uid, gen, update := ledger.ReservationFor(res.ID)
 		if c, ok := counted[uid]; ok && c.Generation >= gen {
 			continue // this write folds it
 		}
-		if wait := res.ExpiresAt.Sub(now); wait > 0 {
+		wait := res.ExpiresAt.Sub(now)
+		if wait > 0 && !update {
+			// A create's grant may still be on its way to storage.
 			later(wait)
 			continue
 		}
 		g := &quotav1alpha1.ResourceGrant{}
 		err := r.live.Get(ctx, types.NamespacedName{Namespace: res.Object.Namespace, Name: res.Object.Name}, g)
+		gone := apierrors.IsNotFound(err) || (err == nil && string(g.UID) != uid)
 		switch {
-		case apierrors.IsNotFound(err):
-		case err != nil:
+		case err != nil && !apierrors.IsNotFound(err):
 			return nil, reconcile.Result{}, err
-		case string(g.UID) == uid && g.Generation >= gen && g.DeletionTimestamp == nil:
+		case wait > 0 && !gone:
+			// An update of a live grant may still land: held until it
+			// expires. One of a grant that is gone never will, and is
+			// returned at once (a raise, then a delete before the raise
+			// was counted, held its amount for the whole TTL).
+			later(wait)
+			continue
+		case !gone && g.Generation >= gen && g.DeletionTimestamp == nil:
 			later(delegationRecheck)
 			continue
 		}

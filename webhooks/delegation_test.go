@@ -237,21 +237,28 @@ func TestAHandOutWhoseGrantNeverCameExpires(t *testing.T) {
 	}
 	waitHandedOut(t, org, 10, 4)
 	key := delegation.Key(ledgerconv.Consumer(orgRef(org)), rtConfigMaps)
-	ghost := quotav1alpha1.Reservation{
-		ID: "0b6f3c2e-0000-4000-8000-000000000027", Amount: 3, ExpiresAt: metav1.NewMicroTime(time.Now().Add(-time.Minute)),
-		Object: quotav1alpha1.ObjectRef{APIGroup: quotav1alpha1.GroupVersion.Group, Kind: "ResourceGrant", Namespace: "t27e-a", Name: "ghost"},
-	}
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		b := &quotav1alpha1.AllowanceBucket{}
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: sysNS, Name: key.Name()}, b); err != nil {
-			return err
+	ghostRef := quotav1alpha1.ObjectRef{APIGroup: quotav1alpha1.GroupVersion.Group, Kind: "ResourceGrant", Namespace: "t27e-a", Name: "ghost"}
+	reserve := func(r quotav1alpha1.Reservation) {
+		t.Helper()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			b := &quotav1alpha1.AllowanceBucket{}
+			if err := k8s.Get(ctx, types.NamespacedName{Namespace: sysNS, Name: key.Name()}, b); err != nil {
+				return err
+			}
+			b.Status.Reservations = append(b.Status.Reservations, r)
+			b.Status.Reserved += r.Amount
+			b.Status.Available -= r.Amount
+			return k8s.Status().Update(ctx, b)
+		}); err != nil {
+			t.Fatal(err)
 		}
-		b.Status.Reservations = append(b.Status.Reservations, ghost)
-		b.Status.Reserved += ghost.Amount
-		b.Status.Available -= ghost.Amount
-		return k8s.Status().Update(ctx, b)
-	}); err != nil {
-		t.Fatal(err)
 	}
+	// A create's, once it has expired.
+	reserve(quotav1alpha1.Reservation{ID: "0b6f3c2e-0000-4000-8000-000000000027", Amount: 3,
+		ExpiresAt: metav1.NewMicroTime(time.Now().Add(-time.Minute)), Object: ghostRef})
+	waitHandedOut(t, org, 10, 4)
+	// An update's of a grant that is gone, at once: it can never land.
+	reserve(quotav1alpha1.Reservation{ID: "0b6f3c2e-0000-4000-8000-000000000027/2/delegated", Amount: 2,
+		ExpiresAt: metav1.NewMicroTime(time.Now().Add(time.Hour)), Object: ghostRef})
 	waitHandedOut(t, org, 10, 4)
 }

@@ -228,11 +228,20 @@ func (r *effectiveReconciler) Reconcile(ctx context.Context, p pair) (reconcile.
 			return reconcile.Result{}, err
 		}
 	}
-	units, err := r.unitsOf(ctx, p.ResourceType)
+	// A cap to hand out (delegated/<type>) is shown in its type's units:
+	// its organization's admins read what is handed out here.
+	rt := p.ResourceType
+	if base, ok := quotav1alpha1.DelegatedBase(rt); ok {
+		rt = base
+	}
+	units, err := r.unitsOf(ctx, rt)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	status := summarize(buckets.Items, units)
+	if status.Delegated, err = r.delegatedParts(ctx, buckets.Items); err != nil {
+		return reconcile.Result{}, err
+	}
 	if len(targets) == 0 {
 		r.fanout.Delete(p)
 	} else {
@@ -372,4 +381,47 @@ func saturatingAdd(a, b int64) int64 {
 	default:
 		return math.MinInt64
 	}
+}
+
+// delegatedParts says which part of the buckets' limits was handed out of a
+// parent's cap, and by which parent: each contributing grant that is
+// delegated, counted once (a delegated amount selects no dimensions, so it
+// contributes the same amount to every bucket of the consumer).
+func (r *effectiveReconciler) delegatedParts(ctx context.Context, buckets []quotav1alpha1.AllowanceBucket) ([]quotav1alpha1.DelegatedPart, error) {
+	seen := map[string]bool{}
+	var parts []quotav1alpha1.DelegatedPart
+	for _, b := range buckets {
+		for _, ref := range b.Status.ContributingGrantRefs {
+			id := ledger.GrantID(ref.Namespace, ref.Name, int(ref.BucketIndex))
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			g := &quotav1alpha1.ResourceGrant{}
+			if err := r.client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, g); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue // gone: the bucket's next write drops it
+				}
+				return nil, err
+			}
+			if !g.IsDelegated() {
+				continue
+			}
+			parent := g.Spec.DelegatedFrom.ConsumerRef
+			name := ref.Namespace + "/" + ref.Name
+			i := slices.IndexFunc(parts, func(p quotav1alpha1.DelegatedPart) bool { return p.ConsumerRef == parent })
+			if i < 0 {
+				parts = append(parts, quotav1alpha1.DelegatedPart{ConsumerRef: parent})
+				i = len(parts) - 1
+			}
+			parts[i].Amount = saturatingAdd(parts[i].Amount, ref.Amount)
+			if !slices.Contains(parts[i].Grants, name) {
+				parts[i].Grants = append(parts[i].Grants, name)
+			}
+		}
+	}
+	slices.SortFunc(parts, func(a, b quotav1alpha1.DelegatedPart) int {
+		return strings.Compare(a.ConsumerRef.Kind+"/"+a.ConsumerRef.Name, b.ConsumerRef.Kind+"/"+b.ConsumerRef.Name)
+	})
+	return parts, nil
 }

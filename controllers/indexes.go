@@ -26,6 +26,9 @@ const (
 	// indexPolicyResourceType: creation policies by each resource type
 	// their template names literally.
 	indexPolicyResourceType = "quota.miloapis.com/policy-resource-type"
+	// indexGrantDelegation: delegated grants by the name of each
+	// delegation bucket they hand out from (delegation.Key).
+	indexGrantDelegation = "quota.miloapis.com/grant-delegation"
 	// indexGrantPolicy: grants by the GrantCreationPolicy that made them.
 	indexGrantPolicy = "quota.miloapis.com/grant-policy"
 	// indexGrantPolicyTrigger: grants by the policy that made them and
@@ -53,6 +56,13 @@ func setupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
 		{&quotav1alpha1.AllowanceBucket{}, indexBucketPair, func(o client.Object) []string {
 			b := o.(*quotav1alpha1.AllowanceBucket)
 			return []string{pairKey(ledgerconv.Consumer(b.Spec.ConsumerRef), b.Spec.ResourceType)}
+		}},
+		{&quotav1alpha1.ResourceGrant{}, indexGrantDelegation, func(o client.Object) []string {
+			var out []string
+			for _, k := range keysOf(o) {
+				out = append(out, k.Name())
+			}
+			return out
 		}},
 		{&quotav1alpha1.ResourceGrant{}, indexGrantResourceType, func(o client.Object) []string {
 			var out []string

@@ -40,6 +40,8 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		{"claim creation policy constraint", (&claimPolicyReconciler{client: c, cache: mgr.GetCache()}).setup},
 		{"grant creation", (&grantPolicyReconciler{client: c, systemNamespace: opts.SystemNamespace}).setup},
 		{"quota bypass", (&bypassReconciler{client: c, now: opts.Now}).setup},
+		{"delegation", (&delegationReconciler{client: c, live: mgr.GetAPIReader(), ledger: l, mirror: m, now: opts.Now,
+			systemNamespace: opts.SystemNamespace}).setup},
 	}
 	for _, s := range steps {
 		if err := s.setup(mgr); err != nil {

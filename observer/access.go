@@ -95,8 +95,15 @@ func (h heldTypes) list() []string {
 	return slices.Sorted(maps.Keys(h.types))
 }
 
-// held reports whether buckets of resourceType are held back.
+// held reports whether buckets of resourceType are held back. A
+// delegation bucket always is: it counts hand-outs of a parent's cap, not
+// objects, and the delegation controller is its observer
+// (controllers/delegation_controller.go); this observer would find no
+// object of its reservations it watches and expire them.
 func (o *Observer) heldBack(resourceType string) bool {
+	if _, ok := quotav1alpha1.DelegatedBase(resourceType); ok {
+		return true
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.held.holds(resourceType)

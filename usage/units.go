@@ -32,6 +32,8 @@ func Units(ctx context.Context, c client.Client) (map[string]quotav1alpha1.Units
 			continue
 		}
 		out[r.Spec.ResourceType] = quotav1alpha1.UnitsOf(r)
+		// A cap to hand out this type is shown in its units.
+		out[quotav1alpha1.DelegatedResourceType(r.Spec.ResourceType)] = quotav1alpha1.UnitsOf(r)
 	}
 	return out, nil
 }

@@ -45,6 +45,10 @@ func ValidateRegistration(r *quotav1alpha1.ResourceRegistration) field.ErrorList
 			errs = append(errs, field.Invalid(field.NewPath("spec", "dimensions").Index(i), d, msg))
 		}
 	}
+	if _, ok := quotav1alpha1.DelegatedBase(r.Spec.ResourceType); ok {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "resourceType"), r.Spec.ResourceType,
+			"the prefix \"delegated/\" names the buckets that count a parent's hand-outs; a registered resource type cannot use it"))
+	}
 	return errs
 }
 
@@ -52,7 +56,9 @@ func ValidateRegistration(r *quotav1alpha1.ResourceRegistration) field.ErrorList
 // (so RBAC on that namespace decides who may grant), every resource type has
 // an active registration for this consumer kind, selectors are well formed
 // and select only declared dimensions, and an allowance's amounts do not sum
-// past int64.
+// past int64. An allowance of a delegation resource type is a cap to hand
+// out (validateCap). What a delegated grant must be besides is
+// ValidateDelegation's.
 func ValidateGrant(g *quotav1alpha1.ResourceGrant, cat *Catalog, systemNamespace string) Verdict {
 	var v Verdict
 	consumer := g.Spec.ConsumerRef
@@ -62,7 +68,13 @@ func ValidateGrant(g *quotav1alpha1.ResourceGrant, cat *Catalog, systemNamespace
 	}
 	for i, a := range g.Spec.Allowances {
 		path := field.NewPath("spec", "allowances").Index(i)
-		reg := v.registration(cat, a.ResourceType, path.Child("resourceType"), consumerType(consumer), consumerPath)
+		var reg *quotav1alpha1.ResourceRegistration
+		base, isCap := quotav1alpha1.DelegatedBase(a.ResourceType)
+		if isCap {
+			v.Errors = append(v.Errors, validateCap(g, cat, base, a, path)...)
+		} else {
+			reg = v.registration(cat, a.ResourceType, path.Child("resourceType"), consumerType(consumer), consumerPath)
+		}
 		var sum int64
 		overflowed := false
 		for j, b := range a.Buckets {
@@ -73,7 +85,9 @@ func ValidateGrant(g *quotav1alpha1.ResourceGrant, cat *Catalog, systemNamespace
 				v.Errors = append(v.Errors, field.Invalid(bpath.Child("amount"), b.Amount,
 					fmt.Sprintf("the amounts of %s in this grant sum past the int64 maximum %d", a.ResourceType, int64(math.MaxInt64))))
 			}
-			v.Errors = append(v.Errors, selectorErrors(b.DimensionSelector, reg, bpath.Child("dimensionSelector"))...)
+			if !isCap {
+				v.Errors = append(v.Errors, selectorErrors(b.DimensionSelector, reg, bpath.Child("dimensionSelector"))...)
+			}
 		}
 	}
 	return v

@@ -223,6 +223,15 @@ func TestValidateRegistration(t *testing.T) {
 	}
 }
 
+func TestARegistrationCannotTakeTheNameOfACapToHandOut(t *testing.T) {
+	r := reg("r", "delegated/core/configmaps", "")
+	errs := ValidateRegistration(&r)
+	want := `spec.resourceType: Invalid value: "delegated/core/configmaps": the prefix "delegated/" names the buckets that count a parent's hand-outs; a registered resource type cannot use it`
+	if len(errs) != 1 || errs[0].Error() != want {
+		t.Fatalf("got %v\nwant %s", errs, want)
+	}
+}
+
 func TestValidatePolicyResourceType(t *testing.T) {
 	cat := NewCatalog([]quotav1alpha1.ResourceRegistration{reg("cpu", rtCPU, "active"), reg("new", "x/new", "")})
 	path := field.NewPath("spec", "target", "resourceGrantTemplate", "spec", "allowances").Index(0).Child("resourceType")

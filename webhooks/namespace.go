@@ -19,7 +19,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/ledger"
 )
 
-// +kubebuilder:webhook:path=/validate-v1-namespace-consumer-labels,mutating=false,failurePolicy=fail,sideEffects=None,groups="",resources=namespaces;namespaces/status;namespaces/finalize,verbs=create;update,versions=v1,name=vnamespace-consumer-labels.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
+// +kubebuilder:webhook:path=/validate-v1-namespace-consumer-labels,mutating=false,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=namespaces;namespaces/status;namespaces/finalize,verbs=create;update,versions=v1,name=vnamespace-consumer-labels.quota.miloapis.com,timeoutSeconds=5,admissionReviewVersions=v1
 
 // ConsumerLabelGuard decides who may say which consumer pays for a
 // namespace. A namespace's consumer label (resourcemanager.miloapis.com/

@@ -38,11 +38,15 @@ type Options struct {
 	// MaxBypassDuration is the longest spec.duration of a QuotaBypass;
 	// default DefaultMaxBypassDuration.
 	MaxBypassDuration time.Duration
-	// NamespaceMoves and Ledger hold, when a namespace moves to another
-	// consumer, what its objects will count there (ConsumerLabelGuard);
-	// nil: a move holds nothing.
+	// Ledger is the process's one ledger: delegated grants are reserved
+	// through it (nil refuses every create or raise of one), and so is
+	// what a namespace moved to another consumer brings there.
+	Ledger *ledger.Ledger
+	// GrantsSynced reports whether the ledger's grant mirror has synced.
+	GrantsSynced func() bool
+	// NamespaceMoves counts what a moved namespace's objects will count
+	// under its new labels (ConsumerLabelGuard); nil: a move holds nothing.
 	NamespaceMoves NamespaceMoves
-	Ledger         *ledger.Ledger
 }
 
 // consumerLabelGuardPath is the path of the namespace webhook, as its
@@ -84,7 +88,10 @@ func Setup(mgr ctrl.Manager, opts Options) error {
 		return fmt.Errorf("registration webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ResourceGrant{}).
-		WithValidator(&GrantValidator{Reader: reader, SystemNamespace: opts.SystemNamespace}).Complete(); err != nil {
+		WithValidator(&GrantValidator{
+			Reader: reader, SystemNamespace: opts.SystemNamespace, Authorizer: mgr.GetClient(),
+			HandOut: &HandOut{Ledger: opts.Ledger, Synced: opts.GrantsSynced, Reader: reader},
+		}).Complete(); err != nil {
 		return fmt.Errorf("grant webhook: %w", err)
 	}
 	if err := ctrl.NewWebhookManagedBy(mgr, &quotav1alpha1.ResourceClaim{}).

@@ -55,6 +55,25 @@ type EffectiveResourceGrantStatus struct {
 	// +listType=atomic
 	// +optional
 	AllowanceBucketRefs []BucketRef `json:"allowanceBucketRefs,omitempty"`
+	// Delegated is the part of the limit that parents' admins handed out
+	// of their caps (ResourceGrants with spec.delegatedFrom), per parent;
+	// the rest is the platform's own grants. Absent when nothing is
+	// delegated.
+	// +listType=atomic
+	// +optional
+	Delegated []DelegatedPart `json:"delegated,omitempty"`
+}
+
+// DelegatedPart is what one parent handed a consumer out of its cap.
+type DelegatedPart struct {
+	// ConsumerRef is the parent whose cap it comes out of.
+	ConsumerRef ConsumerRef `json:"consumerRef"`
+	// Amount handed out, in the base unit.
+	Amount int64 `json:"amount"`
+	// Grants are the delegated ResourceGrants that hand it out, as
+	// namespace/name.
+	// +listType=atomic
+	Grants []string `json:"grants"`
 }
 
 // DisplayTotals are an EffectiveResourceGrant's totals written for people.

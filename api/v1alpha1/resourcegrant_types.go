@@ -3,6 +3,7 @@ package v1alpha1
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // ResourceGrantSpec gives a consumer allowances of one or more resource types.
+// +kubebuilder:validation:XValidation:rule="has(self.delegatedFrom) == has(oldSelf.delegatedFrom) && (!has(self.delegatedFrom) || self.delegatedFrom == oldSelf.delegatedFrom)",message="spec.delegatedFrom is immutable: a platform grant cannot become a delegated one, nor the other way round",fieldPath=".delegatedFrom"
 type ResourceGrantSpec struct {
 	// ConsumerRef is the consumer that receives the allowances.
 	ConsumerRef ConsumerRef `json:"consumerRef"`
@@ -13,6 +14,14 @@ type ResourceGrantSpec struct {
 	// +listType=map
 	// +listMapKey=resourceType
 	Allowances []Allowance `json:"allowances"`
+
+	// DelegatedFrom makes this a delegated allowance: its amounts are handed
+	// out of the named parent consumer's cap by the parent's admin, and the
+	// manager's webhook admits a create or a raise only if the parent's
+	// hand-outs still fit its cap. Absent: a platform grant, which only the
+	// platform's quota admins may write. Immutable.
+	// +optional
+	DelegatedFrom *DelegatedFrom `json:"delegatedFrom,omitempty"`
 }
 
 // Allowance grants amounts of one resource type.
@@ -59,6 +68,7 @@ type ResourceGrantStatus struct {
 // +kubebuilder:resource:shortName=rgrant,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`
+// +kubebuilder:printcolumn:name="Delegated From",type=string,JSONPath=`.spec.delegatedFrom.consumerRef.name`
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ResourceGrant struct {

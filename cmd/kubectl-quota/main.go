@@ -80,7 +80,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	o.flags.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&o.systemNamespace, "system-namespace", quotav1alpha1.DefaultSystemNamespace,
 		"The namespace of the buckets of consumers that are neither a namespace nor inside one (the manager's --system-namespace)")
-	root.AddCommand(newUsageCommand(o), newExplainCommand(o))
+	root.AddCommand(newUsageCommand(o), newExplainCommand(o), newDelegationsCommand(o))
 	return root
 }
 

@@ -181,6 +181,10 @@ func seed(ctx context.Context, c client.Client) error {
 		}
 	}
 
+	if err := seedDelegation(ctx, c, units[cmType]); err != nil {
+		return err
+	}
+
 	// The tenant holds what quotakeeper-quota-viewer gives (aggregated into
 	// `view`) in team-a, and nothing else: not the registrations, not the
 	// system namespace's buckets.
@@ -198,6 +202,53 @@ func seed(ctx context.Context, c client.Client) error {
 	}
 	for _, o := range []client.Object{role, binding} {
 		if err := c.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// seedDelegation writes a cap of 10 configmaps that Organization initech
+// may hand out, 6 handed to team-d (which also has 2 of the platform's)
+// and 3 to team-e, with 1 in flight; and their buckets and effective grants.
+func seedDelegation(ctx context.Context, c client.Client, units quotav1alpha1.Units) error {
+	initech := quotav1alpha1.ConsumerRef{APIGroup: acme.APIGroup, Kind: acme.Kind, Name: "initech"}
+	teamD, teamE := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-d"}, quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-e"}
+	for _, ns := range []string{"team-d", "team-e"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{orgLabel: "initech"}}}); err != nil {
+			return err
+		}
+	}
+	capBucket := bucket(initech, quotav1alpha1.DelegatedResourceType(cmType), nil, quotav1alpha1.AllowanceBucketStatus{Limit: 10, Allocated: 9, Reserved: 1,
+		Namespaces: []quotav1alpha1.NamespaceUsage{{Namespace: "team-d", Allocated: 6}, {Namespace: "team-e", Allocated: 3}}})
+	dBucket := bucket(teamD, cmType, nil, quotav1alpha1.AllowanceBucketStatus{Limit: 8, Allocated: 7, Available: 1,
+		Namespaces: []quotav1alpha1.NamespaceUsage{{Namespace: "team-d", Allocated: 7}}})
+	eBucket := bucket(teamE, cmType, nil, quotav1alpha1.AllowanceBucketStatus{Limit: 3, Allocated: 1, Available: 2,
+		Namespaces: []quotav1alpha1.NamespaceUsage{{Namespace: "team-e", Allocated: 1}}})
+	for _, b := range []*quotav1alpha1.AllowanceBucket{capBucket, dBucket, eBucket} {
+		st := b.Status
+		if err := c.Create(ctx, b); err != nil {
+			return err
+		}
+		b.Status = st
+		if err := c.Status().Update(ctx, b); err != nil {
+			return err
+		}
+	}
+	for _, g := range []*quotav1alpha1.ResourceGrant{
+		builders.Grant("quota", "team-d").Consumer(teamD).DelegatedFrom(initech).Allowance(cmType, 6).Obj(),
+		builders.Grant("platform", "team-d").Consumer(teamD).Allowance(cmType, 2).Obj(),
+		builders.Grant("quota", "team-e").Consumer(teamE).DelegatedFrom(initech).Allowance(cmType, 3).Obj(),
+	} {
+		if err := c.Create(ctx, g); err != nil {
+			return err
+		}
+	}
+	for ns, own := range map[string]*quotav1alpha1.AllowanceBucket{"team-d": dBucket, "team-e": eBucket} {
+		if err := effectiveGrant(ctx, c, ns, "own", units, []*quotav1alpha1.AllowanceBucket{own}); err != nil {
+			return err
+		}
+		if err := effectiveGrant(ctx, c, ns, "cap", units, []*quotav1alpha1.AllowanceBucket{capBucket}); err != nil {
 			return err
 		}
 	}
@@ -267,6 +318,11 @@ func TestCommands(t *testing.T) {
 		{"explain-not-found", &adminConfig, []string{"explain", "configmap/missing", "-n", "team-a"}},
 		{"explain-unknown-type", &adminConfig, []string{"explain", "widgets/web", "-n", "team-a"}},
 		{"bad-output", &adminConfig, []string{"usage", "-o", "name"}},
+		{"delegations-all", &adminConfig, []string{"delegations", "-A"}},
+		{"delegations-wide", &adminConfig, []string{"delegations", "-A", "-o", "wide"}},
+		{"delegations-namespace", &adminConfig, []string{"delegations", "-n", "team-d"}},
+		{"delegations-json", &adminConfig, []string{"delegations", "-n", "team-e", "-o", "json"}},
+		{"delegations-none", &adminConfig, []string{"delegations", "-n", "team-a"}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer

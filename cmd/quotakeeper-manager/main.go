@@ -272,6 +272,7 @@ func run(f flags) error {
 			MaxBypassDuration:   f.maxBypassDuration,
 			NamespaceMoves:      &observer.MoveCounter{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ClaimPolicies: policies},
 			Ledger:              l,
+			GrantsSynced:        m.HasSynced,
 		}); err != nil {
 			ctrl.Log.Error(err, "webhooks")
 			os.Exit(1)

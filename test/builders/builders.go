@@ -330,3 +330,9 @@ func (w *ClaimWrapper) Status(st quotav1alpha1.ResourceClaimStatus) *ClaimWrappe
 	w.ResourceClaim.Status = st
 	return w
 }
+
+// DelegatedFrom makes the grant a delegated one, drawing from parent's cap.
+func (w *GrantWrapper) DelegatedFrom(parent quotav1alpha1.ConsumerRef) *GrantWrapper {
+	w.Spec.DelegatedFrom = &quotav1alpha1.DelegatedFrom{ConsumerRef: parent}
+	return w
+}

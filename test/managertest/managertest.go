@@ -99,7 +99,9 @@ func Start(cfg *rest.Config, wh *envtest.WebhookInstallOptions) (*Run, error) {
 	if err := controllers.Setup(m, controllers.Options{Ledger: l, Mirror: mirror}); err != nil {
 		return nil, err
 	}
-	if err := webhooks.Setup(m, WebhookOptions); err != nil {
+	opts := WebhookOptions
+	opts.Ledger, opts.GrantsSynced = l, mirror.HasSynced
+	if err := webhooks.Setup(m, opts); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -43,6 +43,7 @@ const (
 	service    = "system:serviceaccount:team-a:instances" // quotakeeper-owning-service in team-a
 	quotaAdmin = "erin"                                   // quotakeeper-quota-admin, cluster-wide
 	breakGlass = "grace"                                  // quotakeeper-break-glass, cluster-wide
+	orgAdmin   = "heidi"                                  // quotakeeper-delegated-quota-admin in team-a (its organization's namespace)
 )
 
 // The manager's ServiceAccount, bound by config/rbac.
@@ -103,6 +104,7 @@ func TestPersonas(t *testing.T) {
 	for user, role := range map[string]string{
 		nsAdmin: "admin", nsEdit: "edit", nsView: "view",
 		viewer: "quotakeeper-quota-viewer", service: "quotakeeper-owning-service",
+		orgAdmin: "quotakeeper-delegated-quota-admin",
 	} {
 		bind(ctx, t, c, ns, user, role)
 	}
@@ -186,6 +188,33 @@ func TestPersonas(t *testing.T) {
 		{user: quotaAdmin, verb: "create", resource: "allowancebuckets", namespace: ns},
 		{user: quotaAdmin, verb: "update", resource: "resourcegrants", subresource: "status", namespace: ns},
 		{user: quotaAdmin, verb: "create", resource: "resourceclaims", namespace: ns},
+
+		// An organization's admin writes grants in its namespaces (the
+		// webhook admits only delegated ones from it) and nowhere else: not
+		// in another organization's namespace, not where the platform's own
+		// grants live (which is what the webhook asks to tell a platform
+		// grant's writer), not the ledger's buckets nor any status.
+		{user: orgAdmin, verb: "create", resource: "resourcegrants", namespace: ns, allowed: true},
+		{user: orgAdmin, verb: "update", resource: "resourcegrants", namespace: ns, allowed: true},
+		{user: orgAdmin, verb: "patch", resource: "resourcegrants", namespace: ns, allowed: true},
+		{user: orgAdmin, verb: "delete", resource: "resourcegrants", namespace: ns, allowed: true},
+		{user: orgAdmin, verb: "list", resource: "effectiveresourcegrants", namespace: ns, allowed: true},
+		{user: orgAdmin, verb: "list", resource: "allowancebuckets", namespace: ns, allowed: true},
+		{user: orgAdmin, verb: "create", resource: "resourcegrants", namespace: otherNS},
+		{user: orgAdmin, verb: "update", resource: "resourcegrants", namespace: otherNS},
+		{user: orgAdmin, verb: "create", resource: "resourcegrants", namespace: localcluster.ManagerServiceAccount.Namespace},
+		{user: orgAdmin, verb: "update", resource: "resourcegrants", namespace: localcluster.ManagerServiceAccount.Namespace},
+		{user: orgAdmin, verb: "delete", resource: "resourcegrants", namespace: localcluster.ManagerServiceAccount.Namespace},
+		{user: orgAdmin, verb: "update", resource: "resourcegrants", subresource: "status", namespace: ns},
+		{user: orgAdmin, verb: "update", resource: "allowancebuckets", subresource: "status", namespace: ns},
+		{user: orgAdmin, verb: "create", resource: "resourceregistrations"},
+		{user: orgAdmin, verb: "create", resource: "grantcreationpolicies"},
+		{user: orgAdmin, verb: "create", resource: "resourceclaims", namespace: ns},
+		{user: orgAdmin, verb: "create", resource: "quotabypasses"},
+		// Those who write platform grants pass the webhook's question.
+		{user: quotaAdmin, verb: "create", resource: "resourcegrants", namespace: localcluster.ManagerServiceAccount.Namespace, allowed: true},
+		{user: manager, verb: "create", resource: "resourcegrants", namespace: localcluster.ManagerServiceAccount.Namespace, allowed: true},
+		{user: manager, verb: "create", resource: "subjectaccessreviews", apiGroup: "authorization.k8s.io", allowed: true},
 
 		// Only break-glass creates or ends a QuotaBypass; the quota admin
 		// sees them (and their audit Events' object) but cannot make one,

@@ -176,7 +176,8 @@ func (s *Set) Ledger(opts ...ledger.Option) (*ledger.Ledger, error) {
 }
 
 // GrantSet returns the grants read as a GrantSource, for a caller that
-// builds its ledger over a store of its own.
+// builds its ledger over a store of its own. Delegated grants must fit
+// their parents' caps (handOuts).
 func (s *Set) GrantSet() (*ledger.GrantSet, error) {
 	gs, err := s.Grants()
 	if err != nil {
@@ -184,6 +185,9 @@ func (s *Set) GrantSet() (*ledger.GrantSet, error) {
 	}
 	set := ledger.NewGrantSet()
 	if err := set.Set(gs...); err != nil {
+		return nil, err
+	}
+	if err := handOuts(set, s.grants); err != nil {
 		return nil, err
 	}
 	return set, nil

@@ -2,6 +2,7 @@ package quotafile_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -146,6 +147,87 @@ func TestGrantsMustFitTheRegistrations(t *testing.T) {
 	_, err := s.Ledger()
 	want := `q.yaml: ResourceGrant quotakeeper-system/acme: spec.consumerRef: Invalid value: "resourcemanager.miloapis.com/Organization": ` +
 		`resource type "resourcemanager.miloapis.com/projects" is consumed by resourcemanager.miloapis.com/Project (ResourceRegistration "projects")`
+	if err == nil || err.Error() != want {
+		t.Errorf("error:\n got %v\nwant %s", err, want)
+	}
+}
+
+const nsConfigMaps = `apiVersion: quota.miloapis.com/v1alpha1
+kind: ResourceRegistration
+metadata:
+  name: configmaps
+spec:
+  consumerTypeRef:
+    kind: Namespace
+  type: Entity
+  resourceType: core/configmaps
+  baseUnit: configmaps
+  claimingResources:
+    - kind: ConfigMap
+---
+apiVersion: quota.miloapis.com/v1alpha1
+kind: ResourceGrant
+metadata:
+  name: acme-to-hand-out
+  namespace: quotakeeper-system
+spec:
+  consumerRef:
+    apiGroup: resourcemanager.miloapis.com
+    kind: Organization
+    name: acme
+  allowances:
+    - resourceType: delegated/core/configmaps
+      buckets:
+        - amount: 10
+`
+
+func handOut(ns string, amount int) string {
+	return strings.NewReplacer("NS", ns, "AMOUNT", fmt.Sprint(amount)).Replace(`---
+apiVersion: quota.miloapis.com/v1alpha1
+kind: ResourceGrant
+metadata:
+  name: quota
+  namespace: NS
+spec:
+  consumerRef:
+    kind: Namespace
+    name: NS
+  delegatedFrom:
+    consumerRef:
+      apiGroup: resourcemanager.miloapis.com
+      kind: Organization
+      name: acme
+  allowances:
+    - resourceType: core/configmaps
+      buckets:
+        - amount: AMOUNT
+`)
+}
+
+// Quota files describe a cluster the webhooks admitted: hand-outs past a
+// cap are refused with the webhook's message; within it, they are the
+// children's limits.
+func TestHandOutsMustFitTheirCap(t *testing.T) {
+	var within quotafile.Set
+	if err := within.Read(fstest.MapFS{"q.yaml": {Data: []byte(nsConfigMaps + handOut("team-a", 6) + handOut("team-b", 4))}}, "q.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := within.Ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := l.Usage(context.Background(), ledger.NewBucketKey(ledger.Consumer{Kind: "Namespace", Name: "team-a"}, "core/configmaps", nil))
+	if err != nil || u.Limit != 6 {
+		t.Fatalf("team-a's limit %d (%v), want 6", u.Limit, err)
+	}
+
+	var past quotafile.Set
+	if err := past.Read(fstest.MapFS{"q.yaml": {Data: []byte(nsConfigMaps + handOut("team-a", 6) + handOut("team-b", 5))}}, "q.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = past.Ledger()
+	want := `q.yaml: ResourceGrant team-b/quota: cap exceeded: Organization acme's cap of core/configmaps is 10, handed out 6 ` +
+		`(6 to Namespace team-a (team-a/quota)), in flight 0, available 4: cannot hand out 5 more to Namespace team-b`
 	if err == nil || err.Error() != want {
 		t.Errorf("error:\n got %v\nwant %s", err, want)
 	}

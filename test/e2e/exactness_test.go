@@ -515,7 +515,16 @@ func TestAnObjectWhosePolicyNoLongerRendersKeepsCounting(t *testing.T) {
 	if st := bucket(t, consumer, rt); st.Allocated != 10 || st.Reserved != 0 {
 		t.Fatalf("allocated %d reserved %d, want 10 and 0", st.Allocated, st.Reserved)
 	}
-	err := cluster.Client.Create(context.Background(), withPayload("c", 1, "1"))
+	// The edited policy is a new policy version: until the observer has
+	// published it, creates it charges are denied as being recounted.
+	var err error
+	testenv.Eventually(t, 30*time.Second, "the edited policy's version published", func() error {
+		err = cluster.Client.Create(context.Background(), withPayload("c", 1, "1"))
+		if err != nil && strings.Contains(err.Error(), "is being recounted") {
+			return err
+		}
+		return nil
+	})
 	want := denial(policy, "quota exceeded for Namespace "+ns+": requested 1 of "+rt+", available 0 of 10 (allocated 10, reserved 0)"+seeEffective(ns, consumer, rt))
 	if !apierrors.IsForbidden(err) || err.Error() != want {
 		t.Fatalf("create c (1 byte, 1 copy) while b keeps its 4: %v\nwant %s", err, want)

@@ -436,7 +436,9 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 		mustCreate(units)
 		unitsOf := func(ns string) figures { return w.figures(ledger.NewBucketKey(namespaceConsumer(ns), rtUnits, nil)) }
 		mustCreate(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "units-3"}, Data: map[string]string{"units": "3"}})
-		testenv.Eventually(t, wait, "team-b's units counted", func() error {
+		// Counting it starts a whole informer of ConfigMaps, whose first
+		// list carries the 36 MiB above: slow on a loaded machine.
+		testenv.Eventually(t, 3*wait, "team-b's units counted", func() error {
 			if got, want := unitsOf("team-b"), (figures{Allocated: 3, Count: 1, Namespaces: []nsUsage{{"team-b", 3}}}); !cmp.Equal(got, want) {
 				return fmt.Errorf("%+v, want %+v", got, want)
 			}

@@ -97,7 +97,11 @@ func (m Metrics) Buckets(name string) map[float64]uint64 {
 	for _, s := range m[name].GetMetric() {
 		h := s.GetHistogram()
 		for _, b := range h.GetBucket() {
-			out[b.GetUpperBound()] += b.GetCumulativeCount()
+			// The text format lists le="+Inf" too; it is the sample
+			// count, taken once below.
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				out[b.GetUpperBound()] += b.GetCumulativeCount()
+			}
 		}
 		out[math.Inf(1)] += h.GetSampleCount()
 	}

@@ -45,6 +45,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/quotakeeper/quotakeeper/internal/checkout"
 	"github.com/quotakeeper/quotakeeper/version"
 )
@@ -139,6 +142,9 @@ func main() {
 		}
 	}
 
+	// The report is the output: controller-runtime's own logs (envtest's)
+	// are not wanted, and unset they print a stack trace after 30 s.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var violations []string

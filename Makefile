@@ -236,8 +236,8 @@ $(GATEKEEPER_BIN): go.mod go.sum $(shell find $(GATEKEEPER_PACKAGES) -name '*.go
 
 # Gatekeeper as its release builds it: `go install pkg@version` builds in
 # Gatekeeper's own module (its go.mod, not ours), with nothing of ours. The
-# bed's stock mode runs it (make run GATEKEEPER=stock, test/e2e with QUOTAKEEPER_ADMISSION=externalData). Keyed
-# by the version go.mod pins; about 11 minutes with a cold build cache on
+# bed's stock mode runs it (make run GATEKEEPER=stock, and test/e2e with
+# QUOTAKEEPER_ADMISSION=externalData). Keyed by the version go.mod pins; about 11 minutes with a cold build cache on
 # two busy cores, about a minute after `make gatekeeper` (most packages are
 # shared).
 GATEKEEPER_STOCK := $(BIN)/gatekeeper-stock-$(GATEKEEPER_VERSION)

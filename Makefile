@@ -201,12 +201,18 @@ GATEKEEPER_BIN := $(BIN)/gatekeeper
 # plugin, the default) or stock (Gatekeeper's own build; quota through the
 # templates' External Data twins and the manager's provider).
 GATEKEEPER ?= builtins
+# make e2e and make exactness run test/e2e in that mode (QUOTAKEEPER_ADMISSION),
+# and make load GATEKEEPER=stock measures both modes in one report.
 ifeq ($(GATEKEEPER),stock)
 RUN_GATEKEEPER = $(GATEKEEPER_STOCK)
 RUN_FLAGS      := --stock
+E2E_ENV        := QUOTAKEEPER_ADMISSION=externalData
+LOAD_MODES     = -modes builtins,externalData -stock-gatekeeper $(GATEKEEPER_STOCK)
 else ifeq ($(GATEKEEPER),builtins)
 RUN_GATEKEEPER = $(GATEKEEPER_BIN)
 RUN_FLAGS      :=
+E2E_ENV        :=
+LOAD_MODES     :=
 else
 $(error GATEKEEPER=$(GATEKEEPER): use builtins or stock)
 endif
@@ -234,8 +240,8 @@ $(GATEKEEPER_BIN): go.mod go.sum $(shell find $(GATEKEEPER_PACKAGES) -name '*.go
 
 # Gatekeeper as its release builds it: `go install pkg@version` builds in
 # Gatekeeper's own module (its go.mod, not ours), with nothing of ours. The
-# bed's stock mode runs it (make run GATEKEEPER=stock, test/e2estock). Keyed
-# by the version go.mod pins; about 11 minutes with a cold build cache on
+# bed's stock mode runs it (make run GATEKEEPER=stock, and test/e2e with
+# QUOTAKEEPER_ADMISSION=externalData). Keyed by the version go.mod pins; about 11 minutes with a cold build cache on
 # two busy cores, about a minute after `make gatekeeper` (most packages are
 # shared).
 GATEKEEPER_STOCK := $(BIN)/gatekeeper-stock-$(GATEKEEPER_VERSION)
@@ -253,13 +259,16 @@ $(GATEKEEPER_STOCK):
 unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
 
-test: verify testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota images $(HELM) ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector, then the fault suite alone.
+test: verify testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota images $(HELM) ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector, the end-to-end suite again on stock Gatekeeper (External Data), then the fault suite alone.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
 	$(QUOTACTL) verify templates/
 	cd hack/tools/images && go test -count=1 ./...
 	@# The fault suite kills and stops its own control plane on a timetable:
 	@# it runs alone, after the rest, not beside the end-to-end cluster.
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/faults)
+	@# The end-to-end suite again on a stock Gatekeeper with the templates'
+	@# External Data twins (test/e2e/main_test.go): the second admission mode.
+	QUOTAKEEPER_ADMISSION=externalData go test $(GO_TEST_FLAGS) ./test/e2e/
 	go test $(GO_TEST_FLAGS) ./test/faults/
 	$(MAKE) fuzz FUZZTIME=$(TEST_FUZZTIME)
 
@@ -286,8 +295,8 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; longer: make fuzz FUZZT
 		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ./$$pkg/; \
 	done
 
-e2e: testbin gatekeeper manager $(HELM) ## End-to-end tests only: Gatekeeper replicas, the manager and a real control plane.
-	go test $(GO_TEST_FLAGS) -v ./test/e2e/
+e2e: testbin gatekeeper $(if $(E2E_ENV),$(GATEKEEPER_STOCK)) manager $(HELM) ## End-to-end tests only: Gatekeeper replicas, the manager and a real control plane (GATEKEEPER=stock: on stock Gatekeeper, External Data).
+	$(E2E_ENV) go test $(GO_TEST_FLAGS) -v ./test/e2e/
 
 faults: testbin gatekeeper manager $(HELM) ## The fault suite only: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults).
 	go test $(GO_TEST_FLAGS) -v ./test/faults/
@@ -304,8 +313,8 @@ faults: testbin gatekeeper manager $(HELM) ## The fault suite only: kube-apiserv
 EXACTNESS_ACTIONS ?= 2000
 EXACTNESS_SEED    ?= 0
 
-exactness: testbin gatekeeper manager $(HELM) ## Long exactness run: make exactness EXACTNESS_ACTIONS=2000 EXACTNESS_SEED=42; not part of test.
-	go test -race -count=1 -timeout 60m -v -run '^TestExactnessUnderRandomTenantActions$$' ./test/e2e/ \
+exactness: testbin gatekeeper $(if $(E2E_ENV),$(GATEKEEPER_STOCK)) manager $(HELM) ## Long exactness run: make exactness EXACTNESS_ACTIONS=2000 EXACTNESS_SEED=42 (GATEKEEPER=stock: on stock Gatekeeper); not part of test.
+	$(E2E_ENV) go test -race -count=1 -timeout 60m -v -run '^TestExactnessUnderRandomTenantActions$$' ./test/e2e/ \
 		-args -exactness.actions=$(EXACTNESS_ACTIONS) -exactness.seed=$(EXACTNESS_SEED)
 
 # Benchmarks that talk to an apiserver run a fixed count: their b.N would
@@ -396,8 +405,8 @@ run: testbin $(RUN_GATEKEEPER) manager $(HELM) ## The main job: a local control 
 #   make load LOAD_FLAGS='-replicas 1 -namespaces 10 -creates 5 -creators 10 -prefill 200'
 LOAD_FLAGS ?=
 
-load: testbin gatekeeper manager $(HELM) ## Load run (issue 10): creates through phases a-f and v on a local cluster, per Gatekeeper replica count; not part of test.
-	go run $(GO_BUILD_FLAGS) ./cmd/quotakeeper-load --gatekeeper $(GATEKEEPER_BIN) --manager $(MANAGER) $(LOAD_FLAGS)
+load: testbin gatekeeper $(if $(LOAD_MODES),$(GATEKEEPER_STOCK)) manager $(HELM) ## Load run (issue 10): creates through phases a-f and v on a local cluster, per Gatekeeper replica count (GATEKEEPER=stock: both admission modes, (c) side by side); not part of test.
+	go run $(GO_BUILD_FLAGS) ./cmd/quotakeeper-load --gatekeeper $(GATEKEEPER_BIN) --manager $(MANAGER) $(LOAD_MODES) $(LOAD_FLAGS)
 
 clean: ## Remove build outputs (keeps the cached test binaries).
 	rm -rf vendor _output

@@ -23,10 +23,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	frameworks "github.com/open-policy-agent/frameworks/constraint/pkg/externaldata"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/metrics"
 )
 
 // Path is where the provider answers; the Provider object's spec.url ends
@@ -63,6 +65,7 @@ type Handler struct {
 }
 
 func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func(start time.Time) { metrics.ProviderRequest(time.Since(start)) }(time.Now())
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		respond(w, http.StatusMethodNotAllowed, frameworks.Response{SystemError: "the quotakeeper provider answers POST only"})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 
 	dto "github.com/prometheus/client_model/go"
@@ -86,4 +87,23 @@ func hasLabels(s *dto.Metric, want map[string]string) bool {
 		}
 	}
 	return found == len(want)
+}
+
+// Buckets are the histogram name's cumulative bucket counts summed over its
+// series, by upper bound, with the sample count under +Inf: what a
+// quantile over the observations between two scrapes is computed from.
+func (m Metrics) Buckets(name string) map[float64]uint64 {
+	out := map[float64]uint64{}
+	for _, s := range m[name].GetMetric() {
+		h := s.GetHistogram()
+		for _, b := range h.GetBucket() {
+			// The text format lists le="+Inf" too; it is the sample
+			// count, taken once below.
+			if !math.IsInf(b.GetUpperBound(), 1) {
+				out[b.GetUpperBound()] += b.GetCumulativeCount()
+			}
+		}
+		out[math.Inf(1)] += h.GetSampleCount()
+	}
+	return out
 }

@@ -3,7 +3,10 @@
 // Gatekeeper with the plugin behind the loopback balancer, the manager) at
 // Gatekeeper's default audit interval, then measures ConfigMap creates from
 // many concurrent creators through six phases, each a run of its own on
-// namespaces of its own:
+// namespaces of its own. With -modes builtins,externalData (make load
+// GATEKEEPER=stock) it runs them again on a stock Gatekeeper whose
+// templates are the External Data twins (the manager's provider decides),
+// and ends with phase (c) of both modes side by side (modes.go):
 //
 //	(a) no constraint matches
 //	(b) a no-op constraint (a template that never denies)
@@ -36,22 +39,33 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/quotakeeper/quotakeeper/internal/checkout"
 	"github.com/quotakeeper/quotakeeper/version"
 )
 
 type config struct {
-	namespaces, creates, creators, prefill  int
-	restartObjects                          int
-	replicas                                []int
-	grant                                   int64
-	phases                                  map[string]bool
-	dir, gatekeeper, manager                string
+	namespaces, creates, creators, prefill int
+	restartObjects                         int
+	replicas                               []int
+	grant                                  int64
+	phases                                 map[string]bool
+	dir, gatekeeper, manager               string
+	// stockGatekeeper is Gatekeeper's own build, which the External Data
+	// mode runs (modes).
+	stockGatekeeper string
+	// modes are the admission modes measured, each on clusters of its
+	// own: builtins (Gatekeeper with the plugin) and externalData (a stock
+	// Gatekeeper, the templates' twins, the manager's provider).
+	modes                                   []string
 	audit, quiesce, requestTimeout          time.Duration
 	pprofDir                                string
 	managerArgs, gatekeeperArgs, managerEnv []string
@@ -64,7 +78,7 @@ func main() {
 		fatal(err)
 	}
 	var cfg config
-	var replicas, phases string
+	var replicas, phases, modes string
 	flag.IntVar(&cfg.namespaces, "namespaces", 100, "namespaces per phase")
 	flag.IntVar(&cfg.creates, "creates", 20, "creates per namespace in each measured phase")
 	flag.IntVar(&cfg.creators, "creators", 100, "concurrent creators")
@@ -75,6 +89,8 @@ func main() {
 	flag.StringVar(&phases, "phases", "a,b,c,d,e,f,v,r", "phases to run, comma-separated")
 	flag.StringVar(&cfg.dir, "dir", filepath.Join(root, "_output", "load"), "directory for each cluster's kubeconfig, certificates and logs (replaced)")
 	flag.StringVar(&cfg.gatekeeper, "gatekeeper", filepath.Join(root, "bin", "gatekeeper"), "Gatekeeper binary built with the plugin (make gatekeeper)")
+	flag.StringVar(&cfg.stockGatekeeper, "stock-gatekeeper", "", "stock Gatekeeper binary (make gatekeeper-stock), for -modes externalData")
+	flag.StringVar(&modes, "modes", modeBuiltins, "admission modes to measure, comma-separated: "+modeBuiltins+", "+modeExternalData+"; with both, the report ends with phase (c) of each side by side (make load GATEKEEPER=stock)")
 	flag.StringVar(&cfg.manager, "manager", filepath.Join(root, "bin", "quotakeeper-manager"), "quotakeeper manager binary (make manager)")
 	flag.DurationVar(&cfg.audit, "audit-interval", 60*time.Second, "Gatekeeper's audit interval (60 s is Gatekeeper's default)")
 	flag.DurationVar(&cfg.quiesce, "quiesce-timeout", 5*time.Minute, "how long a quota phase may take to settle (usage equal to the live objects, no reservations) before it fails")
@@ -109,6 +125,9 @@ func main() {
 	if cfg.phases, err = parsePhases(phases); err != nil {
 		fatal(fmt.Errorf("-phases: %w", err))
 	}
+	if cfg.modes, err = parseModes(modes); err != nil {
+		fatal(fmt.Errorf("-modes: %w", err))
+	}
 	if cfg.namespaces < 1 || cfg.creates < 1 || cfg.creators < 1 || cfg.prefill < 0 || cfg.restartObjects < 0 {
 		fatal(fmt.Errorf("-namespaces, -creates and -creators must be at least 1, -prefill and -restart-objects at least 0"))
 	}
@@ -117,17 +136,32 @@ func main() {
 			fatal(fmt.Errorf("%s missing: run 'make gatekeeper manager' (make load builds them)", bin))
 		}
 	}
+	if slices.Contains(cfg.modes, modeExternalData) {
+		if _, err := os.Stat(cfg.stockGatekeeper); cfg.stockGatekeeper == "" || err != nil {
+			fatal(fmt.Errorf("-stock-gatekeeper %q missing: run 'make gatekeeper-stock' (make load GATEKEEPER=stock builds it)", cfg.stockGatekeeper))
+		}
+	}
 
+	// The report is the output: controller-runtime's own logs (envtest's)
+	// are not wanted, and unset they print a stack trace after 30 s.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var violations []string
-	for _, n := range cfg.replicas {
-		v, err := runOnce(ctx, cfg, n)
-		if err != nil {
-			stop()
-			fatal(err)
+	var runs []*harness
+	for _, mode := range cfg.modes {
+		for _, n := range cfg.replicas {
+			h, err := runOnce(ctx, cfg, mode, n)
+			if err != nil {
+				stop()
+				fatal(err)
+			}
+			runs = append(runs, h)
+			violations = append(violations, h.violations...)
 		}
-		violations = append(violations, v...)
+	}
+	if len(cfg.modes) > 1 {
+		compareModes(os.Stdout, runs)
 	}
 	if len(violations) > 0 {
 		fmt.Printf("\nINVARIANTS FAILED (%d):\n", len(violations))
@@ -153,6 +187,26 @@ func parseInts(s string) ([]int, error) {
 			return nil, fmt.Errorf("%q: want positive integers", s)
 		}
 		out = append(out, n)
+	}
+	return out, nil
+}
+
+// The admission modes, as the chart's admission value names them.
+const (
+	modeBuiltins     = "builtins"
+	modeExternalData = "externalData"
+)
+
+func parseModes(s string) ([]string, error) {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f != modeBuiltins && f != modeExternalData {
+			return nil, fmt.Errorf("%q: want %s or %s", f, modeBuiltins, modeExternalData)
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
+		}
 	}
 	return out, nil
 }

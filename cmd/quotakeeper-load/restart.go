@@ -84,7 +84,7 @@ func (h *harness) restartPhase(ctx context.Context) error {
 	if err := quota(); err != nil {
 		return err
 	}
-	if err := h.settle(ctx, "(r) pre-existing objects", namespaces, org); err != nil {
+	if _, err := h.settle(ctx, "(r) pre-existing objects", namespaces, org); err != nil {
 		return err
 	}
 	h.printf("(r) %d objects that predate the constraint counted %s after it was applied\n",

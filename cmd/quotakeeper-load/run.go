@@ -67,6 +67,14 @@ type result struct {
 	failures           errorTally
 	wall               time.Duration
 	latencies          []time.Duration // every attempt, answered or not
+	// provider is the External Data provider's side of the phase (stock
+	// mode): its requests and their latency.
+	provider providerLatency
+	// settled: the bucket counted exactly the live objects, nothing
+	// reserved, within -quiesce-timeout (quota phases).
+	settled bool
+	// exact: in (e), exactly the limit admitted and live.
+	exact bool
 }
 
 func (r *result) answered() int      { return r.admitted + r.denied }
@@ -77,39 +85,48 @@ func (r *result) p(q float64) string { return ms(percentile(r.latencies, q)) }
 
 type harness struct {
 	cfg        config
+	mode       string // modeBuiltins or modeExternalData
 	replicas   int
 	c          *localcluster.Cluster
 	out        io.Writer
 	violations []string
 	profiles   profileTargets
+	// results are the measured phases, by id.
+	results map[string]*result
 }
 
 func (h *harness) printf(format string, args ...any) { fmt.Fprintf(h.out, format, args...) }
 
 func (h *harness) violate(format string, args ...any) {
-	v := fmt.Sprintf("[%d replica(s)] ", h.replicas) + fmt.Sprintf(format, args...)
+	v := fmt.Sprintf("[%s, %d replica(s)] ", h.mode, h.replicas) + fmt.Sprintf(format, args...)
 	h.violations = append(h.violations, v)
 	h.printf("    INVARIANT FAILED: %s\n", fmt.Sprintf(format, args...))
 }
 
-// runOnce brings up a cluster with replicas Gatekeepers, runs the selected
-// phases on it and prints their figures; it returns the invariants that
-// failed. An error means the run itself could not be made.
-func runOnce(ctx context.Context, cfg config, replicas int) ([]string, error) {
+// runOnce brings up a cluster with replicas Gatekeepers in admission mode,
+// runs the selected phases on it and prints their figures; it returns the
+// run, with its results and the invariants that failed. An error means the
+// run itself could not be made.
+func runOnce(ctx context.Context, cfg config, mode string, replicas int) (*harness, error) {
 	dir := filepath.Join(cfg.dir, fmt.Sprintf("replicas-%d", replicas))
+	gatekeeper := cfg.gatekeeper
+	if mode == modeExternalData {
+		dir = filepath.Join(cfg.dir, fmt.Sprintf("%s-replicas-%d", mode, replicas))
+		gatekeeper = cfg.stockGatekeeper
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	h := &harness{cfg: cfg, replicas: replicas, out: os.Stdout}
+	h := &harness{cfg: cfg, mode: mode, replicas: replicas, out: os.Stdout, results: map[string]*result{}}
 	total := cfg.namespaces * cfg.creates
-	h.printf("\n== %d Gatekeeper replica(s): %d namespaces × %d creates = %d per phase, %d concurrent creators; prefill %d; audit every %s; logs in %s\n",
-		replicas, cfg.namespaces, cfg.creates, total, cfg.creators, cfg.prefill, cfg.audit, dir)
+	h.printf("\n== %s, %d Gatekeeper replica(s): %d namespaces × %d creates = %d per phase, %d concurrent creators; prefill %d; audit every %s; logs in %s\n",
+		h.modeTitle(), replicas, cfg.namespaces, cfg.creates, total, cfg.creators, cfg.prefill, cfg.audit, dir)
 	start := time.Now()
 	opts := localcluster.Options{
-		Dir: dir, Gatekeeper: cfg.gatekeeper, GatekeeperReplicas: replicas, Manager: cfg.manager,
+		Dir: dir, Gatekeeper: gatekeeper, GatekeeperReplicas: replicas, Manager: cfg.manager, ExternalData: mode == modeExternalData,
 		AuditInterval: cfg.audit, ManagerArgs: cfg.managerArgs, ManagerEnv: cfg.managerEnv, GatekeeperArgs: cfg.gatekeeperArgs,
 	}
 	if cfg.pprofDir != "" {
@@ -134,7 +151,6 @@ func runOnce(ctx context.Context, cfg config, replicas int) ([]string, error) {
 	}
 	h.printf("cluster up and policies installed in %s\n", time.Since(start).Round(time.Second))
 
-	results := map[string]*result{}
 	for _, id := range order {
 		if !cfg.phases[id] {
 			continue
@@ -143,19 +159,27 @@ func runOnce(ctx context.Context, cfg config, replicas int) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("phase (%s) (logs in %s): %w", id, dir, err)
 		}
-		results[id] = r
+		h.results[id] = r
 	}
 	if cfg.phases["r"] {
 		if err := h.restartPhase(ctx); err != nil {
 			return nil, fmt.Errorf("phase (r) (logs in %s): %w", dir, err)
 		}
 	}
-	h.summary(results)
+	h.summary(h.results)
 	if data, err := os.ReadFile(c.Manager.LogPath); err == nil {
 		h.printf("manager log: %d lines report a bucket write conflict (\"Operation cannot be fulfilled\")\n",
 			bytes.Count(data, []byte("Operation cannot be fulfilled")))
 	}
-	return h.violations, nil
+	return h, nil
+}
+
+// modeTitle says which Gatekeeper decides quota in this run.
+func (h *harness) modeTitle() string {
+	if h.mode == modeExternalData {
+		return "stock Gatekeeper, External Data (the manager's provider decides)"
+	}
+	return "Gatekeeper with the plugin (builtins)"
 }
 
 // install applies Gatekeeper's namespace sync, the QuotaEntity template, the
@@ -167,7 +191,7 @@ func (h *harness) install(ctx context.Context) error {
 	}
 	objs, err := localcluster.ReadObjects(
 		filepath.Join(root, "config", "gatekeeper", "syncset.yaml"),
-		filepath.Join(root, "templates", "quotaentity", "template.yaml"))
+		filepath.Join(root, "templates", "quotaentity", h.templateFile()))
 	if err != nil {
 		return err
 	}
@@ -199,6 +223,15 @@ func (h *harness) install(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// templateFile is the QuotaEntity template the mode runs: the template, or
+// on a stock Gatekeeper its External Data twin.
+func (h *harness) templateFile() string {
+	if h.mode == modeExternalData {
+		return "template-externaldata.yaml"
+	}
+	return "template.yaml"
 }
 
 // phase sets phase id up on namespaces of its own, measures it and checks it.
@@ -280,18 +313,24 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 	// Writes first: reading them costs the API server a /metrics request,
 	// which is not the phase's CPU.
 	writesBefore := h.writes(ctx)
+	providerBefore := h.providerBuckets(ctx)
 	before := h.cpu()
 	profiled := h.startProfiles(ctx, id)
 	r := h.drive(ctx, jobs)
 	r.id = id
 	after := h.cpu()
 	profiled()
+	r.provider = h.providerLatency(providerBefore, h.providerBuckets(ctx))
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	h.printf("%s: %d creates, %d admitted, %d denied by quota, %d failed in %s: %.1f/s, p50 %s, p99 %s\n",
 		r.title(), r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(10*time.Millisecond), r.rate(), r.p(50), r.p(99))
 	h.printf("    started just after a Gatekeeper audit pass, which took %s\n", audit)
+	if r.provider.requests > 0 {
+		h.printf("    External Data provider: %d requests answered, p50 %s, p99 %s (the manager's quotakeeper_external_data_request_duration_seconds)\n",
+			r.provider.requests, r.provider.p50, r.provider.p99)
+	}
 	h.perCreate(before, after, r)
 	h.managerMemory(ctx, id)
 	h.printWrites(writesBefore, h.writes(ctx))
@@ -316,11 +355,12 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 				verdict = fmt.Sprintf("under the limit by %d", limit-live)
 			}
 			h.printf("    admitted %d (live objects %d) of limit %d: %s\n", r.admitted, live, limit, verdict)
+			r.exact = live == limit && int64(r.admitted) == limit
 			if live > limit || int64(r.admitted) > limit {
 				h.violate("(e) admitted %d, %d live, over the limit %d", r.admitted, live, limit)
 			}
 		}
-		if err := h.settle(ctx, "("+id+")", namespaces, org); err != nil {
+		if r.settled, err = h.settle(ctx, "("+id+")", namespaces, org); err != nil {
 			return nil, err
 		}
 	}
@@ -406,13 +446,14 @@ func (h *harness) prefill(ctx context.Context, namespaces []string, org quotav1a
 	h.printf("(f) prefill: %d creates, %d admitted, %d denied by quota, %d failed in %s (%.1f/s, p50 %s, p99 %s)\n",
 		r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(10*time.Millisecond), r.rate(), r.p(50), r.p(99))
 	h.printFailures(&r.failures)
-	return h.settle(ctx, "(f) prefill", namespaces, org)
+	_, err := h.settle(ctx, "(f) prefill", namespaces, org)
+	return err
 }
 
 // settle waits until the shared bucket of org counts exactly the live
 // objects in namespaces and holds no reservations, then prints the bucket's
 // figures. Not settling within cfg.quiesce is an invariant failure.
-func (h *harness) settle(ctx context.Context, what string, namespaces []string, org quotav1alpha1.ConsumerRef) error {
+func (h *harness) settle(ctx context.Context, what string, namespaces []string, org quotav1alpha1.ConsumerRef) (bool, error) {
 	key := ledger.NewBucketKey(ledgerconv.Consumer(org), resourceType, nil)
 	name := client.ObjectKey{
 		Namespace: quotav1alpha1.BucketNamespace(ledgerconv.ConsumerRef(key.Consumer), quotav1alpha1.DefaultSystemNamespace),
@@ -425,11 +466,11 @@ func (h *harness) settle(ctx context.Context, what string, namespaces []string, 
 	for {
 		var err error
 		if live, err = h.live(ctx, namespaces); err != nil {
-			return err
+			return false, err
 		}
 		b = quotav1alpha1.AllowanceBucket{} // Get leaves fields the answer omits untouched
 		if err := h.c.Client.Get(ctx, name, &b); err != nil && !apierrors.IsNotFound(err) {
-			return err
+			return false, err
 		}
 		st := b.Status
 		if st.Allocated == live && st.Reserved == 0 && len(st.Reservations) == 0 {
@@ -441,13 +482,13 @@ func (h *harness) settle(ctx context.Context, what string, namespaces []string, 
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		case <-time.After(2 * time.Second):
 		}
 	}
 	size, err := h.serializedSize(ctx, name)
 	if err != nil {
-		return err
+		return false, err
 	}
 	st := b.Status
 	h.printf("    %s after %s: used (allocated) %d, live objects %d, reserved %d (%d reservation entries), %d counted objects, limit %d; AllowanceBucket %d bytes\n",
@@ -457,7 +498,7 @@ func (h *harness) settle(ctx context.Context, what string, namespaces []string, 
 		h.violate("%s: after %s used %d != live %d or reservations not drained (reserved %d, %d entries)",
 			what, h.cfg.quiesce, st.Allocated, live, st.Reserved, len(st.Reservations))
 	}
-	return nil
+	return settled, nil
 }
 
 // serializedSize is the AllowanceBucket's size as JSON, the form the

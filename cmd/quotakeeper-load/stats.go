@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -107,4 +109,31 @@ func ms(d time.Duration) string {
 		return fmt.Sprintf("%.1fs", d.Seconds())
 	}
 	return fmt.Sprintf("%dms", d.Milliseconds())
+}
+
+// histogramQuantile is the q-quantile (0 < q ≤ 1) of the observations a
+// Prometheus histogram made between two scrapes (cumulative counts by upper
+// bound, +Inf holding the total, as localcluster.Metrics.Buckets reads
+// them), interpolated linearly inside the bucket that holds it, as
+// Prometheus's histogram_quantile does. ok is false when there were none.
+// A quantile in the +Inf bucket is the highest finite bound: at least that.
+func histogramQuantile(q float64, before, after map[float64]uint64) (seconds float64, ok bool) {
+	bounds := slices.Sorted(maps.Keys(after))
+	delta := func(b float64) float64 { return float64(after[b] - min(before[b], after[b])) }
+	if len(bounds) == 0 || delta(bounds[len(bounds)-1]) == 0 {
+		return 0, false
+	}
+	rank := q * delta(bounds[len(bounds)-1])
+	lower, below := 0.0, 0.0
+	for _, b := range bounds {
+		n := delta(b)
+		if n >= rank && n > below {
+			if math.IsInf(b, 1) {
+				return lower, true
+			}
+			return lower + (b-lower)*(rank-below)/(n-below), true
+		}
+		lower, below = b, n
+	}
+	return lower, true
 }

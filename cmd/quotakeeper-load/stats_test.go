@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -100,5 +101,37 @@ func TestMs(t *testing.T) {
 	}
 	if got := ms(12300 * time.Millisecond); got != "12.3s" {
 		t.Errorf("ms = %q", got)
+	}
+}
+
+// The provider's p99 is read from its histogram's change over phase (c):
+// interpolated inside the bucket that holds the rank, as Prometheus's
+// histogram_quantile does; observations from before the phase do not count.
+func TestHistogramQuantile(t *testing.T) {
+	inf := math.Inf(1)
+	before := map[float64]uint64{0.01: 50, 0.02: 50, 0.04: 50, inf: 50}
+	// 100 observations in the phase: 60 up to 10ms, 30 in (10ms, 20ms],
+	// 9 in (20ms, 40ms], 1 above 40ms.
+	after := map[float64]uint64{0.01: 110, 0.02: 140, 0.04: 149, inf: 150}
+	for _, tc := range []struct {
+		q, want float64
+	}{
+		{0.5, 0.01 * 50 / 60},     // inside the first bucket, from 0
+		{0.9, 0.02},               // the 90th is the last of (10ms, 20ms]
+		{0.75, 0.01 + 0.01*15/30}, // halfway into (10ms, 20ms]
+		{0.99, 0.04},              // the 99th is the last of (20ms, 40ms]
+		{1, 0.04},                 // in +Inf: at least the highest bound
+		{0.95, 0.02 + 0.02*5/9},   // five of nine into (20ms, 40ms]
+	} {
+		got, ok := histogramQuantile(tc.q, before, after)
+		if !ok || math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("q%v = %v (%v), want %v", tc.q, got, ok, tc.want)
+		}
+	}
+	if _, ok := histogramQuantile(0.99, after, after); ok {
+		t.Error("a quantile of no observations")
+	}
+	if _, ok := histogramQuantile(0.99, nil, nil); ok {
+		t.Error("a quantile of a histogram never scraped")
 	}
 }

@@ -430,6 +430,10 @@ func TestANewConstraintIsNotDecidedUntilItsObjectsAreCounted(t *testing.T) {
 // counts the larger, so admission reserves the larger whichever runs first
 // (a second reserve under the same claim id grows the reservation): with a
 // limit of 6, a ConfigMap of 5 units leaves exactly 1.
+//
+// On a stock Gatekeeper nothing gives a denied review's reservations back
+// (the plugin's handler wrapper does): b's QuotaEntity reservation of 1
+// holds that last unit until it expires, and c gets in after that.
 func TestTwoConstraintsOnOneBucketReserveWhatIsCounted(t *testing.T) {
 	const ns, rt = "e2e-twoconstraints", "e2e.quota/twoconstraints-units"
 	consumer := unitsQuota(t, ns, rt, 6)
@@ -442,6 +446,16 @@ func TestTwoConstraintsOnOneBucketReserveWhatIsCounted(t *testing.T) {
 	want := "requested 3 of " + rt + ", available 1 of 6"
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("b (3 units) after a (5): %v\nwant a denial saying %q", err, want)
+	}
+	if stockMode {
+		held := false
+		for _, r := range bucket(t, consumer, rt).Reservations {
+			held = held || r.Object.Name == "b" && r.Amount == 1
+		}
+		if !held {
+			t.Fatalf("stock Gatekeeper: no reservation of 1 for the denied b: %+v", bucket(t, consumer, rt).Reservations)
+		}
+		waitBucket(t, consumer, rt, 5, 0) // b's expires (reservationTTL)
 	}
 	if err := cluster.Client.Create(context.Background(), unitsConfigMap(ns, "c", 1)); err != nil {
 		t.Fatalf("c (1 unit), the last one: %v", err)
@@ -564,6 +578,8 @@ func TestAnObjectWhosePolicyNoLongerRendersKeepsCounting(t *testing.T) {
 // is not folded before the second is admitted; the second is held in
 // flight by a later webhook.
 func TestTwoUpdatesOfTheSameGrowthAreEachReserved(t *testing.T) {
+	skipInStockMode(t, "the test holds the observer back by stopping the manager, which on a stock Gatekeeper is also the provider that decides; "+
+		"the rule it checks (ledger.laterUpdate) is the same ledger code in both modes")
 	const ns, rt = "e2e-samegrowth", "e2e.quota/samegrowth-units"
 	consumer := unitsQuota(t, ns, rt, 10)
 	a := unitsConfigMap(ns, "a", 1)

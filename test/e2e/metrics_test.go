@@ -13,10 +13,11 @@ import (
 
 // The metrics are scraped from the real processes: Gatekeeper's
 // --prometheus-port (the plugin registers on the default registry, which
-// Gatekeeper's exporter serves) and the manager's --metrics-bind-address.
-// After a grant of 3 and four creates, the replicas together count 3
-// granted and 1 denied decisions, and the manager reports the bucket at
-// limit 3, used 3, reserved 0, available 0.
+// Gatekeeper's exporter serves) and the manager's --metrics-bind-address;
+// on a stock Gatekeeper the admission metrics are the manager's, whose
+// provider decides. After a grant of 3 and four creates, the deciding
+// processes together count 3 granted and 1 denied decisions, and the
+// manager reports the bucket at limit 3, used 3, reserved 0, available 0.
 func TestMetrics(t *testing.T) {
 	const ns, rt = "e2e-metrics", "e2e.quota/metrics-configmaps"
 	namespace(t, ns, nil)
@@ -27,13 +28,13 @@ func TestMetrics(t *testing.T) {
 
 	// The counters are cumulative over the whole suite: compare with a
 	// scrape taken just before the creates.
-	before := scrapeGatekeepers(t)
+	before := scrapeDeciders(t)
 	lagBefore := histogramCount(scrape(t, cluster.Manager), "quotakeeper_observer_lag_seconds")
 	for i := 1; i <= 3; i++ {
 		mustAdmit(t, ns, fmt.Sprintf("cm-%d", i))
 	}
 	mustDeny(t, ns, "cm-4", "available 0 of 3")
-	after := scrapeGatekeepers(t)
+	after := scrapeDeciders(t)
 
 	decisions := func(fams []localcluster.Metrics, result string) float64 {
 		var sum float64
@@ -57,6 +58,13 @@ func TestMetrics(t *testing.T) {
 	if got := reserves(after) - reserves(before); got != 4 {
 		t.Errorf("quotakeeper_reserve_duration_seconds counted %d more reservations, want 4", got)
 	}
+	if stockMode {
+		// Each create's twin asked the provider at least once.
+		const provider = "quotakeeper_external_data_request_duration_seconds"
+		if got := histogramCount(after[0], provider) - histogramCount(before[0], provider); got < 4 {
+			t.Errorf("%s counted %d more requests, want at least 4", provider, got)
+		}
+	}
 	// Each grant wrote a reservation in a group-commit batch of its own
 	// (the creates were one after another).
 	batches := func(fams []localcluster.Metrics) uint64 {
@@ -71,7 +79,7 @@ func TestMetrics(t *testing.T) {
 	}
 	for i, f := range after {
 		if _, ok := f["quotakeeper_bucket_write_conflicts_total"]; !ok {
-			t.Errorf("gatekeeper-%d exports no quotakeeper_bucket_write_conflicts_total", i)
+			t.Errorf("%s exports no quotakeeper_bucket_write_conflicts_total", deciders()[i].Name)
 		}
 	}
 
@@ -118,11 +126,21 @@ func scrape(t *testing.T, p *localcluster.Process) localcluster.Metrics {
 	return fams
 }
 
-func scrapeGatekeepers(t *testing.T) []localcluster.Metrics {
+// deciders are the processes whose quota builtins decide admissions:
+// every Gatekeeper replica built with the plugin, or on a stock Gatekeeper
+// the manager, which serves the External Data provider.
+func deciders() []*localcluster.Process {
+	if stockMode {
+		return []*localcluster.Process{cluster.Manager}
+	}
+	return cluster.Gatekeepers
+}
+
+func scrapeDeciders(t *testing.T) []localcluster.Metrics {
 	t.Helper()
-	out := make([]localcluster.Metrics, len(cluster.Gatekeepers))
-	for i, g := range cluster.Gatekeepers {
-		out[i] = scrape(t, g)
+	var out []localcluster.Metrics
+	for _, p := range deciders() {
+		out = append(out, scrape(t, p))
 	}
 	return out
 }

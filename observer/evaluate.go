@@ -285,7 +285,7 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 		}
 	}
 	if ns != nil {
-		at.namespace = ns.ResourceVersion
+		at.namespace, at.labels = ns.ResourceVersion, ledger.LabelsDigest(ns.Labels)
 	}
 	o.mu.Lock()
 	unchanged := o.stamps[it.ref()] == at
@@ -401,6 +401,10 @@ func reportedOn(c *unstructured.Unstructured) runtime.Object {
 type stamp struct {
 	object    string // resourceVersion
 	namespace string // the namespace's resourceVersion; "" for cluster-scoped objects
+	// labels: the digest of the namespace's labels (ledger.LabelsDigest),
+	// which a namespace move's fold reads (moveOf): a change of its
+	// annotations moves the resourceVersion without an evaluation.
+	labels string
 	policy    uint64 // policy.version
 	whole     bool   // read whole, not as metadata only
 }

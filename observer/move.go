@@ -178,7 +178,8 @@ func recordedAmounts(claims []builtins.RecordedClaim) (map[ledger.BucketKey]int6
 }
 
 // moveState is what the observer knows of a namespace a move reservation
-// names.
+// names. Evaluated under labels means with a namespace carrying them (the
+// stamp's labels): only a change of labels evaluates its objects again.
 type moveState struct {
 	// counted: the namespace carries the labels the move named and every
 	// object of it was evaluated under them: the observation counts them.
@@ -220,14 +221,15 @@ func (o *Observer) moveOf(ctx context.Context, r ledger.Reservation) (moveState,
 			refs = append(refs, item{gvk: mapping.GroupVersionKind, namespace: n.Namespace, name: n.Name}.ref())
 		}
 	}
+	now := ledger.LabelsDigest(ns.Labels)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, ref := range refs {
-		if st, ok := o.stamps[ref]; !ok || st.namespace != ns.ResourceVersion {
+		if st, ok := o.stamps[ref]; !ok || st.labels != now {
 			return moveState{}, nil
 		}
 	}
-	return moveState{counted: ledger.LabelsDigest(ns.Labels) == digest, settled: true}, nil
+	return moveState{counted: now == digest, settled: true}, nil
 }
 
 // planMoves sorts a bucket's move reservations out of reservations: those

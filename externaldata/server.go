@@ -10,9 +10,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/builtins"
 )
@@ -28,11 +33,18 @@ type Server struct {
 	CertDir string
 	// Env is what the builtins decide against (Handler.Env).
 	Env func() *builtins.Env
-	// ClientCAFile, when set, is the CA that signed Gatekeeper's
-	// certificate (Gatekeeper presents it as its client certificate to
-	// every provider): a request without a certificate it verifies is
-	// refused, at the handshake and again by the handler.
-	ClientCAFile string
+	// ClientCA, when set, reads the PEM of the CA that signed Gatekeeper's
+	// certificate (Gatekeeper presents its webhook certificate as its
+	// client certificate to every provider): a request without a
+	// certificate it verifies is refused, at the handshake and again by
+	// the handler. It is read again every ClientCARefresh, so that a CA
+	// Gatekeeper's rotator replaces is followed; until it has been read
+	// once, every client is refused (fail closed).
+	ClientCA func(ctx context.Context) ([]byte, error)
+	// ClientCARefresh: default 30s.
+	ClientCARefresh time.Duration
+	// Log reports a client CA that cannot be read; default: discarded.
+	Log logr.Logger
 }
 
 // NeedLeaderElection is false: every replica answers.
@@ -47,16 +59,18 @@ func (s *Server) Start(ctx context.Context) error {
 	go func() { _ = watcher.Start(ctx) }()
 	config := &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: watcher.GetCertificate}
 	handler := Handler{Env: s.Env}
-	if s.ClientCAFile != "" {
-		pem, err := os.ReadFile(s.ClientCAFile)
-		if err != nil {
-			return fmt.Errorf("external data provider: client CA: %w", err)
+	if s.ClientCA != nil {
+		var pool atomic.Pointer[x509.CertPool]
+		go s.followClientCA(ctx, &pool)
+		config.ClientAuth = tls.RequireAndVerifyClientCert
+		config.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			c := config.Clone()
+			c.GetConfigForClient = nil
+			if c.ClientCAs = pool.Load(); c.ClientCAs == nil {
+				c.ClientCAs = x509.NewCertPool() // not read yet: nobody verifies
+			}
+			return c, nil
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return fmt.Errorf("external data provider: client CA %s holds no PEM certificate", s.ClientCAFile)
-		}
-		config.ClientCAs, config.ClientAuth = pool, tls.RequireAndVerifyClientCert
 		handler.RequireClientCertificate = true
 	}
 	mux := http.NewServeMux()
@@ -76,4 +90,61 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("external data provider: %w", err)
 	}
 	return nil
+}
+
+// followClientCA reads the client CA now and every ClientCARefresh into
+// pool, until ctx ends; a read that fails keeps the last pool.
+func (s *Server) followClientCA(ctx context.Context, pool *atomic.Pointer[x509.CertPool]) {
+	refresh := s.ClientCARefresh
+	if refresh <= 0 {
+		refresh = 30 * time.Second
+	}
+	for {
+		if p, err := s.readClientCA(ctx); err != nil {
+			s.Log.Error(err, "reading the client CA; the provider keeps the one it has", "has", pool.Load() != nil)
+		} else {
+			pool.Store(p)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(refresh):
+		}
+	}
+}
+
+func (s *Server) readClientCA(ctx context.Context) (*x509.CertPool, error) {
+	pem, err := s.ClientCA(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("external data provider: client CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, errors.New("external data provider: the client CA holds no PEM certificate")
+	}
+	return pool, nil
+}
+
+// ClientCAFile reads the client CA from a file.
+func ClientCAFile(path string) func(context.Context) ([]byte, error) {
+	return func(context.Context) ([]byte, error) { return os.ReadFile(path) }
+}
+
+// ClientCASecretKey is the key of a Secret that holds a CA, as Gatekeeper's
+// certificate rotator writes its gatekeeper-webhook-server-cert.
+const ClientCASecretKey = "ca.crt"
+
+// ClientCASecret reads the client CA from key ca.crt of a Secret.
+func ClientCASecret(reader client.Reader, key types.NamespacedName) func(context.Context) ([]byte, error) {
+	return func(ctx context.Context) ([]byte, error) {
+		secret := &corev1.Secret{}
+		if err := reader.Get(ctx, key, secret); err != nil {
+			return nil, fmt.Errorf("secret %s: %w", key, err)
+		}
+		pem, ok := secret.Data[ClientCASecretKey]
+		if !ok {
+			return nil, fmt.Errorf("secret %s has no %s", key, ClientCASecretKey)
+		}
+		return pem, nil
+	}
 }

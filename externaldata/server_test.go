@@ -49,7 +49,7 @@ func TestServerWithClientCARequiresGatekeepersCertificate(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv := &externaldata.Server{Addr: addr, CertDir: dir, ClientCAFile: caFile}
+	srv := &externaldata.Server{Addr: addr, CertDir: dir, ClientCA: externaldata.ClientCAFile(caFile)}
 	go func() { _ = srv.Start(ctx) }()
 
 	call := func(cert *tls.Certificate) (*http.Response, error) {

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -287,7 +288,25 @@ func requireManagerEnv(t *testing.T, r Rendered, want ...corev1.EnvVar) {
 func TestChartRendersTheExternalDataMode(t *testing.T) {
 	r := render(t, "--set", "admission=externalData", "--set", "externalData.timeoutSeconds=7")
 	requireSameObjects(t, "ConstraintTemplates", r.Kinds("ConstraintTemplate"), readFiles(t, "templates/*/template-externaldata.yaml"))
-	requireSameObjects(t, "RBAC", r.Installed().Kinds(rbacKinds...), kustomize(t, "config/rbac"))
+	// config/rbac's, and the Role that lets the manager read Gatekeeper's
+	// CA (mTLS, externalData.clientCASecret).
+	var rbac []*unstructured.Unstructured
+	for _, o := range r.Installed().Kinds(rbacKinds...) {
+		if o.GetName() == "quotakeeper-external-data-client-ca" {
+			if o.GetNamespace() != GatekeeperNamespace {
+				t.Errorf("%s %s in %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), GatekeeperNamespace)
+			}
+			if o.GetKind() == "Role" {
+				rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+				if got, want := fmt.Sprint(rules), "[map[apiGroups:[] resourceNames:[gatekeeper-webhook-server-cert] resources:[secrets] verbs:[get]]]"; got != want {
+					t.Errorf("Role %s rules %s, want %s", o.GetName(), got, want)
+				}
+			}
+			continue
+		}
+		rbac = append(rbac, o)
+	}
+	requireSameObjects(t, "RBAC", rbac, kustomize(t, "config/rbac"))
 	if _, err := r.Object("ConfigMap", PluginSettingsConfigMap); err == nil {
 		t.Errorf("the plugin's settings ConfigMap, which a stock Gatekeeper never reads")
 	}
@@ -311,5 +330,20 @@ func TestChartRendersTheExternalDataMode(t *testing.T) {
 		"--bypass-groups=system:masters",
 		"--external-data-bind-address=:9444",
 		"--external-data-deadline=6s",
+		"--external-data-client-ca-secret=gatekeeper-system/gatekeeper-webhook-server-cert",
 	)
+	// Without it, TLS only: no flag, no Role.
+	tlsOnly := render(t, "--set", "admission=externalData", "--set", "externalData.clientCASecret=")
+	if _, err := tlsOnly.Object("Role", "quotakeeper-external-data-client-ca"); err == nil {
+		t.Errorf("externalData.clientCASecret empty renders the Role that reads Gatekeeper's CA")
+	}
+	d, err := tlsOnly.managerDeployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+		if strings.HasPrefix(arg, "--external-data-client-ca") {
+			t.Errorf("externalData.clientCASecret empty renders %s", arg)
+		}
+	}
 }

@@ -204,6 +204,12 @@ func (c *Cluster) start(ctx context.Context, gkDir string) error {
 	if err := c.webhooks.PrepWithoutInstalling(); err != nil {
 		return err
 	}
+	if c.webhooks.LocalServingCAData, err = issueServingCert(c.webhooks.LocalServingCertDir); err != nil {
+		return fmt.Errorf("the bed's serving certificate: %w", err)
+	}
+	if err := c.webhooks.ModifyWebhookDefinitions(); err != nil { // their caBundle: this CA
+		return err
+	}
 	if err := c.startControllerManager(ctx, c.env.BinaryAssetsDirectory); err != nil {
 		return err
 	}
@@ -213,6 +219,9 @@ func (c *Cluster) start(ctx context.Context, gkDir string) error {
 	if c.opts.ExternalData {
 		// Before Gatekeeper starts, so that its readiness includes it.
 		if err := c.installProvider(ctx); err != nil {
+			return err
+		}
+		if err := c.gatekeeperCertSecret(ctx); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -71,35 +73,36 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 type flags struct {
-	metricsAddr, probeAddr  string
-	pprofAddr               string
-	leaderElect             bool
-	leaderElectionID        string
-	leaderElectionNamespace string
-	systemNamespace         string
-	consumerLabelGroups     string
-	consumerLabelKeys       string
-	bypassGroups            string
-	maxBypassDuration       time.Duration
-	reservationTTL          time.Duration
-	webhookPort             int
-	certDir                 string
-	disableCertRotation     bool
-	webhookNamespace        string
-	webhookService          string
-	webhookSecret           string
-	validatingConfiguration string
-	mutatingConfiguration   string
-	claimConcurrency        int
-	effectiveRefresh        time.Duration
-	observerResync          time.Duration
-	observerWriteInterval   time.Duration
-	objectClaims            bool
-	objectClaimsQPS         float64
-	externalDataAddr        string
-	externalDataProvider    string
-	externalDataClientCA    string
-	externalDataDeadline    time.Duration
+	metricsAddr, probeAddr     string
+	pprofAddr                  string
+	leaderElect                bool
+	leaderElectionID           string
+	leaderElectionNamespace    string
+	systemNamespace            string
+	consumerLabelGroups        string
+	consumerLabelKeys          string
+	bypassGroups               string
+	maxBypassDuration          time.Duration
+	reservationTTL             time.Duration
+	webhookPort                int
+	certDir                    string
+	disableCertRotation        bool
+	webhookNamespace           string
+	webhookService             string
+	webhookSecret              string
+	validatingConfiguration    string
+	mutatingConfiguration      string
+	claimConcurrency           int
+	effectiveRefresh           time.Duration
+	observerResync             time.Duration
+	observerWriteInterval      time.Duration
+	objectClaims               bool
+	objectClaimsQPS            float64
+	externalDataAddr           string
+	externalDataProvider       string
+	externalDataClientCA       string
+	externalDataClientCASecret string
+	externalDataDeadline       time.Duration
 }
 
 func parseFlags() flags {
@@ -133,6 +136,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.externalDataAddr, "external-data-bind-address", "", `Address the External Data provider listens on (HTTPS, with the webhook certificate), for a stock Gatekeeper running the templates' External Data twins; empty turns it off (docs/operations.md#stock-gatekeeper-external-data).`)
 	flag.StringVar(&f.externalDataProvider, "external-data-provider", "quotakeeper", "Name of Gatekeeper's Provider object for the External Data provider, whose CA bundle the certificate rotator keeps.")
 	flag.StringVar(&f.externalDataClientCA, "external-data-client-ca", "", "PEM file of the CA that signed Gatekeeper's certificate: when set, the provider answers only a client presenting a certificate it signed (mTLS; Gatekeeper presents its webhook certificate to providers).")
+	flag.StringVar(&f.externalDataClientCASecret, "external-data-client-ca-secret", "", "namespace/name of the Secret whose ca.crt signed Gatekeeper's certificate (Gatekeeper's gatekeeper-webhook-server-cert): as --external-data-client-ca, read from the API server and followed as Gatekeeper rotates it.")
 	flag.DurationVar(&f.externalDataDeadline, "external-data-deadline", 4*time.Second, "Longest a quota.reserve call the provider answers waits for the ledger before it denies and undoes what it wrote; keep it below the Provider's spec.timeout.")
 	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	opts := zap.Options{}
@@ -238,6 +242,11 @@ func run(f flags) error {
 		}
 	}
 
+	clientCA, err := externalDataClientCA(f, mgr.GetAPIReader())
+	if err != nil {
+		return err
+	}
+
 	// The webhook server starts only once its certificate is on disk: it
 	// fails to start without one.
 	certsReady := make(chan struct{})
@@ -280,7 +289,8 @@ func run(f flags) error {
 		s := mgr.GetWebhookServer()
 		server.Store(&s)
 		if f.externalDataAddr != "" {
-			if err := mgr.Add(&externaldata.Server{Addr: f.externalDataAddr, CertDir: f.certDir, ClientCAFile: f.externalDataClientCA, Env: providerEnv.Load}); err != nil {
+			if err := mgr.Add(&externaldata.Server{Addr: f.externalDataAddr, CertDir: f.certDir, ClientCA: clientCA, Env: providerEnv.Load,
+				Log: ctrl.Log.WithName("external-data")}); err != nil {
 				ctrl.Log.Error(err, "external data provider")
 				os.Exit(1)
 			}
@@ -330,6 +340,24 @@ func addObserver(mgr ctrl.Manager, f flags, l *ledger.Ledger, m *grants.Mirror, 
 		return err
 	}
 	return mgr.Add(o)
+}
+
+// externalDataClientCA is where the provider reads the CA of Gatekeeper's
+// client certificate: a file, a Secret, or none (no mTLS).
+func externalDataClientCA(f flags, reader client.Reader) (func(context.Context) ([]byte, error), error) {
+	switch {
+	case f.externalDataClientCA != "" && f.externalDataClientCASecret != "":
+		return nil, errors.New("--external-data-client-ca and --external-data-client-ca-secret: give one")
+	case f.externalDataClientCA != "":
+		return externaldata.ClientCAFile(f.externalDataClientCA), nil
+	case f.externalDataClientCASecret != "":
+		namespace, name, ok := strings.Cut(f.externalDataClientCASecret, "/")
+		if !ok || namespace == "" || name == "" {
+			return nil, fmt.Errorf("--external-data-client-ca-secret=%q: want namespace/name", f.externalDataClientCASecret)
+		}
+		return externaldata.ClientCASecret(reader, types.NamespacedName{Namespace: namespace, Name: name}), nil
+	}
+	return nil, nil
 }
 
 // splitList splits a comma-separated flag value, dropping empty items; an

@@ -1,9 +1,14 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -113,6 +118,11 @@ func TestProviderAnswersWithinItsTimeout(t *testing.T) {
 	ctx := context.Background()
 	provider := installedProvider(t)
 	version := policyVersion(t, name)
+	// Gatekeeper's client certificate, as Gatekeeper presents it (mTLS).
+	gatekeeperCert, err := tls.LoadX509KeyPair(filepath.Join(cluster.CertDir(), "tls.crt"), filepath.Join(cluster.CertDir(), "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	latencies := make([]time.Duration, calls)
 	errs := make(chan error, calls)
@@ -134,7 +144,7 @@ func TestProviderAnswersWithinItsTimeout(t *testing.T) {
 					continue
 				}
 				start := time.Now()
-				resp, _, err := frameworks.DefaultSendRequestToProvider(ctx, provider, []string{string(key)}, nil)
+				resp, _, err := frameworks.DefaultSendRequestToProvider(ctx, provider, []string{string(key)}, &gatekeeperCert)
 				latencies[i] = time.Since(start)
 				switch {
 				case err != nil:
@@ -166,6 +176,31 @@ func TestProviderAnswersWithinItsTimeout(t *testing.T) {
 	}
 	if st := bucket(t, consumer, rt); st.Reserved != calls {
 		t.Errorf("reserved %d after %d granted reservations", st.Reserved, calls)
+	}
+}
+
+// The provider answers only Gatekeeper (the chart's
+// externalData.clientCASecret: the CA in Gatekeeper's
+// gatekeeper-webhook-server-cert Secret): a client that trusts the
+// manager's certificate but presents none of Gatekeeper's is refused at the
+// handshake. (Every other test of this mode is a call Gatekeeper made with
+// its certificate.)
+func TestProviderAnswersOnlyGatekeeper(t *testing.T) {
+	skipUnlessStockMode(t)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(cluster.CAData())
+	stranger := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13}}}
+	body, err := json.Marshal(frameworks.NewProviderRequest([]string{`{"builtin": "quota.quantity", "args": ["2", ""], "request": ""}`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stranger.Post("https://"+cluster.ExternalDataAddr()+externaldata.Path, "application/json", bytes.NewReader(body))
+	if err == nil {
+		_ = resp.Body.Close()
+		t.Fatalf("a client without Gatekeeper's certificate was answered: %s", resp.Status)
+	}
+	if !strings.Contains(err.Error(), "certificate required") {
+		t.Fatalf("a client without Gatekeeper's certificate: %v\nwant the handshake refused for want of a certificate", err)
 	}
 }
 

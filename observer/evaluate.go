@@ -405,8 +405,8 @@ type stamp struct {
 	// which a namespace move's fold reads (moveOf): a change of its
 	// annotations moves the resourceVersion without an evaluation.
 	labels string
-	policy    uint64 // policy.version
-	whole     bool   // read whole, not as metadata only
+	policy uint64 // policy.version
+	whole  bool   // read whole, not as metadata only
 }
 
 // processClaim counts a Granted ResourceClaim's requests, natively: no

@@ -96,7 +96,7 @@ func (c *Cluster) gatekeeperCertSecret(ctx context.Context) error {
 		Data:       map[string][]byte{"ca.crt": c.CAData(), "tls.crt": certPEM, "tls.key": keyPEM},
 	}
 	if err := c.Client.Create(ctx, secret); err != nil {
-		return fmt.Errorf("Gatekeeper's certificate Secret: %w", err)
+		return fmt.Errorf("the certificate Secret of Gatekeeper: %w", err)
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 GATEKEEPER_VERSION := $(shell awk '$$1 == "github.com/open-policy-agent/gatekeeper/v3" {print $$2}' go.mod)
 # Gatekeeper's stock Helm chart, from its module in the module cache.
 GATEKEEPER_CHART = $(shell go list -m -f '{{.Dir}}' github.com/open-policy-agent/gatekeeper/v3)/charts/gatekeeper
-LDFLAGS := -X github.com/quotakeeper/quotakeeper/version.Version=$(VERSION)
+LDFLAGS := -X github.com/quotakeeper/quotakeeper/internal/version.Version=$(VERSION)
 # -trimpath: no path of this machine in a binary, so a release is the same
 # bytes wherever it is built; and make test's builds fill the build cache
 # with what make release's linux/amd64 builds then only link.
@@ -73,7 +73,7 @@ QUOTACTL := go run ./cmd/quotactl
 generate: $(CRD_REF_DOCS) ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates, the chart's copies of them, the Rego capabilities file and the API reference.
 	go tool controller-gen object paths=./api/...
 	go tool controller-gen crd paths=./api/... output:crd:dir=config/crd
-	go tool controller-gen rbac:roleName=quotakeeper-manager webhook paths=./controllers/... paths=./webhooks/... paths=./cmd/quotakeeper-manager/... output:rbac:dir=config/rbac output:webhook:dir=config/webhook
+	go tool controller-gen rbac:roleName=quotakeeper-manager webhook paths=./internal/controllers/... paths=./internal/webhooks/... paths=./cmd/quotakeeper-manager/... output:rbac:dir=config/rbac output:webhook:dir=config/webhook
 	$(QUOTACTL) generate
 	$(QUOTACTL) capabilities > rego/capabilities.json
 	hack/prometheus/prometheusrule.sh config/prometheus/rules.yaml > config/prometheus/prometheusrule.yaml
@@ -129,8 +129,8 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	@# from locking: the exempt namespaces, the matchConditions (quota
 	@# objects, Leases, Events, namespaces without a consumer label), the
 	@# rules, the ignore-label check failing open (docs/install.md).
-	go test -count=1 -run '^(TestStockChartRendersOurValues|TestGatekeeperValuesAreSafe|TestQuotaRulesCoverTheCountedKinds|TestNamespaceConditionSendsOnlyConsumerLabelWrites)$$' ./localcluster/
-	@linked=$$(go list -deps ./plugin | sed -n 's|^github.com/quotakeeper/quotakeeper/\([^/]*\).*|\1|p' | sort -u); \
+	go test -count=1 -run '^(TestStockChartRendersOurValues|TestGatekeeperValuesAreSafe|TestQuotaRulesCoverTheCountedKinds|TestNamespaceConditionSendsOnlyConsumerLabelWrites)$$' ./internal/localcluster/
+	@linked=$$(go list -deps ./plugin | sed -E -n 's@^github.com/quotakeeper/quotakeeper/(internal/[^/]*|[^/]*).*@\1@p' | sort -u); \
 	for p in $$linked; do case " $(GATEKEEPER_PACKAGES) " in *" $$p "*) ;; *) echo "GATEKEEPER_PACKAGES misses $$p, which the plugin links"; exit 1;; esac; done
 
 lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml's linters.
@@ -225,9 +225,9 @@ gatekeeper: $(GATEKEEPER_BIN) ## Gatekeeper v3.23.1 with quotakeeper's builtins 
 # exists every go command defaults to -mod=vendor, and a go.mod change would
 # then break all builds until someone re-vendored.
 # GATEKEEPER_PACKAGES are our packages linked into it: the top directories of
-# `go list -deps ./plugin | grep quotakeeper/quotakeeper` (a check in verify
-# keeps the list whole).
-GATEKEEPER_PACKAGES := api builtinhost builtins bypass celpolicy claimpolicies counted eventnote grants ledger metrics names plugin podresources quantities validation version hack/gatekeeper
+# `go list -deps ./plugin | grep quotakeeper/quotakeeper`, the two top ones
+# under internal/ (a check in verify keeps the list whole).
+GATEKEEPER_PACKAGES := api $(addprefix internal/,builtinhost builtins bypass celpolicy claimpolicies counted eventnote grants ledger ledgerconv metrics names podresources quantities validation version) plugin hack/gatekeeper
 # GATEKEEPER_BUILD is that build less -o and the package; make release runs
 # it per architecture.
 GATEKEEPER_BUILD = $(STATIC) go build -trimpath -mod=vendor -tags quotakeeper_overlay -overlay $(BIN)/gatekeeper-overlay.json \
@@ -322,8 +322,8 @@ exactness: testbin gatekeeper $(if $(E2E_ENV),$(GATEKEEPER_STOCK)) manager $(HEL
 KUBE_BENCHTIME ?= 300x
 
 bench: testbin ## Benchmarks and load figures (ratios against baselines measured in the same run).
-	go test -run '^$$' -bench . -benchmem ./ledger/ ./rego/
-	go test -run '^$$' -bench . -benchtime $(KUBE_BENCHTIME) ./ledger/kubestore/
+	go test -run '^$$' -bench . -benchmem ./internal/ledger/ ./rego/
+	go test -run '^$$' -bench . -benchtime $(KUBE_BENCHTIME) ./internal/ledger/kubestore/
 
 MANAGER := $(BIN)/quotakeeper-manager
 

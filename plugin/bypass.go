@@ -37,7 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/eventnote"
+	"github.com/quotakeeper/quotakeeper/internal/eventnote"
 )
 
 // gatekeeperAdmitPath is where Gatekeeper serves its validation webhook.

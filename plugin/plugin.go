@@ -29,12 +29,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/builtinhost"
-	"github.com/quotakeeper/quotakeeper/builtins"
-	"github.com/quotakeeper/quotakeeper/grants"
-	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/metrics"
-	"github.com/quotakeeper/quotakeeper/version"
+	"github.com/quotakeeper/quotakeeper/internal/builtinhost"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/grants"
+	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/metrics"
+	"github.com/quotakeeper/quotakeeper/internal/version"
 )
 
 // Install registers the builtins, adds quotakeeper's kinds to Gatekeeper's

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/builtins"
-	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/ledger"
 )
 
 // DefaultSettingsFile is where the plugin looks for its settings: the

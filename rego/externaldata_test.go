@@ -15,9 +15,9 @@ import (
 	frameworks "github.com/open-policy-agent/frameworks/constraint/pkg/externaldata"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/quotakeeper/quotakeeper/builtins"
-	"github.com/quotakeeper/quotakeeper/externaldata"
-	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/externaldata"
+	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 

@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
 
-	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 

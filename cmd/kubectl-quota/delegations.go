@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/quotakeeper/quotakeeper/usage"
+	"github.com/quotakeeper/quotakeeper/internal/usage"
 )
 
 func newDelegationsCommand(o *options) *cobra.Command {

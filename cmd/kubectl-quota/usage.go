@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/quotakeeper/quotakeeper/usage"
+	"github.com/quotakeeper/quotakeeper/internal/usage"
 )
 
 func newUsageCommand(o *options) *cobra.Command {

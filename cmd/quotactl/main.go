@@ -16,8 +16,8 @@ import (
 	opacmd "github.com/open-policy-agent/opa/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/quotakeeper/quotakeeper/builtins"
-	"github.com/quotakeeper/quotakeeper/version"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/version"
 )
 
 func main() {

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/quotakeeper/quotakeeper/builtins"
-	"github.com/quotakeeper/quotakeeper/version"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/version"
 )
 
 // opaEnv is the process's Env, as main registers it.

@@ -10,7 +10,7 @@ import (
 	opacmd "github.com/open-policy-agent/opa/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
 )
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/internal/localcluster"
 )
 
 // Gatekeeper's audit metrics (pkg/audit/stats_reporter.go): when the last

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/internal/localcluster"
 )
 
 // managerMemory prints the manager's resident memory and Go heap in use

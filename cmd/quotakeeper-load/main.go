@@ -49,7 +49,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/quotakeeper/quotakeeper/internal/checkout"
-	"github.com/quotakeeper/quotakeeper/version"
+	"github.com/quotakeeper/quotakeeper/internal/version"
 )
 
 type config struct {

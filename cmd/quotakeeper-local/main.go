@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/quotakeeper/quotakeeper/internal/checkout"
-	"github.com/quotakeeper/quotakeeper/localcluster"
-	"github.com/quotakeeper/quotakeeper/usage"
-	"github.com/quotakeeper/quotakeeper/version"
+	"github.com/quotakeeper/quotakeeper/internal/localcluster"
+	"github.com/quotakeeper/quotakeeper/internal/usage"
+	"github.com/quotakeeper/quotakeeper/internal/version"
 )
 
 func main() {

@@ -31,17 +31,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/builtinhost"
-	"github.com/quotakeeper/quotakeeper/builtins"
-	"github.com/quotakeeper/quotakeeper/claimpolicies"
-	"github.com/quotakeeper/quotakeeper/controllers"
-	"github.com/quotakeeper/quotakeeper/externaldata"
-	"github.com/quotakeeper/quotakeeper/grants"
-	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/metrics"
-	"github.com/quotakeeper/quotakeeper/observer"
-	"github.com/quotakeeper/quotakeeper/version"
-	"github.com/quotakeeper/quotakeeper/webhooks"
+	"github.com/quotakeeper/quotakeeper/internal/builtinhost"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/claimpolicies"
+	"github.com/quotakeeper/quotakeeper/internal/controllers"
+	"github.com/quotakeeper/quotakeeper/internal/externaldata"
+	"github.com/quotakeeper/quotakeeper/internal/grants"
+	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/metrics"
+	"github.com/quotakeeper/quotakeeper/internal/observer"
+	"github.com/quotakeeper/quotakeeper/internal/version"
+	"github.com/quotakeeper/quotakeeper/internal/webhooks"
 )
 
 // The manager's own permissions, beyond what the controllers declare:

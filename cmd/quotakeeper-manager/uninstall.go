@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/uninstall"
+	"github.com/quotakeeper/quotakeeper/internal/uninstall"
 )
 
 // runUninstall is `quotakeeper-manager uninstall`, the chart's pre-delete

@@ -140,7 +140,7 @@ func linkedVersion(path string) (string, error) {
 		return nil, fmt.Errorf("address %#x is in no section with data", addr)
 	}
 	for _, sym := range syms {
-		if sym.Name != "github.com/quotakeeper/quotakeeper/version.Version" {
+		if sym.Name != "github.com/quotakeeper/quotakeeper/internal/version.Version" {
 			continue
 		}
 		header, err := read(sym.Value, 16)

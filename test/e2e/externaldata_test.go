@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/counted"
-	"github.com/quotakeeper/quotakeeper/externaldata"
+	"github.com/quotakeeper/quotakeeper/internal/counted"
+	"github.com/quotakeeper/quotakeeper/internal/externaldata"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )

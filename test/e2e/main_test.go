@@ -14,8 +14,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testcluster"
 )
 

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/dynwatch"
-	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/internal/dynwatch"
+	"github.com/quotakeeper/quotakeeper/internal/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 

@@ -24,7 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/internal/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 

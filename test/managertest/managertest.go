@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/controllers"
-	"github.com/quotakeeper/quotakeeper/grants"
+	"github.com/quotakeeper/quotakeeper/internal/controllers"
+	"github.com/quotakeeper/quotakeeper/internal/grants"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
-	"github.com/quotakeeper/quotakeeper/webhooks"
+	"github.com/quotakeeper/quotakeeper/internal/webhooks"
 )
 
 // The manager acts as a service account of its own (impersonated by the

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/internal/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 

@@ -385,7 +385,7 @@ func requireStamped(t *testing.T, what string, bin []byte, goos, arch string) *b
 }
 
 // versionSymbol is the variable -ldflags -X sets.
-const versionSymbol = "github.com/quotakeeper/quotakeeper/version.Version"
+const versionSymbol = "github.com/quotakeeper/quotakeeper/internal/version.Version"
 
 // linkedVersion reads version.Version from an ELF or Mach-O Go binary of a
 // 64-bit little-endian platform: the symbol's string header (data pointer,

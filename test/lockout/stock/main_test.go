@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/quotakeeper/quotakeeper/localcluster"
+	"github.com/quotakeeper/quotakeeper/internal/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/lockout"
 	"github.com/quotakeeper/quotakeeper/test/testcluster"
 )

@@ -14,11 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/celpolicy"
-	"github.com/quotakeeper/quotakeeper/claimpolicies"
-	"github.com/quotakeeper/quotakeeper/grants"
-	"github.com/quotakeeper/quotakeeper/ledger"
-	"github.com/quotakeeper/quotakeeper/validation"
+	"github.com/quotakeeper/quotakeeper/internal/celpolicy"
+	"github.com/quotakeeper/quotakeeper/internal/claimpolicies"
+	"github.com/quotakeeper/quotakeeper/internal/grants"
+	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/validation"
 )
 
 // Set is the registrations, grants and ClaimCreationPolicies read so far.

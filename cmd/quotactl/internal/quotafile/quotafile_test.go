@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/celpolicy"
-	"github.com/quotakeeper/quotakeeper/claimpolicies"
+	"github.com/quotakeeper/quotakeeper/internal/celpolicy"
+	"github.com/quotakeeper/quotakeeper/internal/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
-	"github.com/quotakeeper/quotakeeper/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/verify"
 
-	"github.com/quotakeeper/quotakeeper/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/suite"
 )
 

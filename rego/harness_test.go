@@ -28,10 +28,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 

@@ -10,8 +10,8 @@ import (
 	opacmd "github.com/open-policy-agent/opa/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
 )
 
 // newOPACommand is OPA's own command tree (test, eval, check, fmt, ...)

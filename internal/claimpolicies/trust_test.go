@@ -12,8 +12,8 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/celpolicy"
 	"github.com/quotakeeper/quotakeeper/internal/claimpolicies"
-	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/internal/validation"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 const orgLabel = "resourcemanager.miloapis.com/organization"

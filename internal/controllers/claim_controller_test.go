@@ -14,10 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/controllers"
 	"github.com/quotakeeper/quotakeeper/internal/grants"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )

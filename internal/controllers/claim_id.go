@@ -6,8 +6,8 @@ package controllers
 import (
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
 
 // ledgerClaim converts a ResourceClaim into the ledger's claim: one request

@@ -8,10 +8,10 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/celpolicy"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
 
 // Cache indexes. Every lookup a reconciler makes by something other than

@@ -7,9 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
 
 // FromResourceGrant returns the ledger grants a ResourceGrant contributes:

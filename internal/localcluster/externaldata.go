@@ -11,8 +11,8 @@ import (
 	"golang.org/x/mod/modfile"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/quotakeeper/quotakeeper/internal/externaldata"
 	"github.com/quotakeeper/quotakeeper/internal/checkout"
+	"github.com/quotakeeper/quotakeeper/internal/externaldata"
 	"github.com/quotakeeper/quotakeeper/internal/freeport"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )

@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/dynwatch"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
 
 // Informers: the fixed ones (templates, namespaces, claims, buckets) and one

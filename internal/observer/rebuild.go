@@ -24,9 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
 
 // rebuildFoldInterval is how often foldWhileRebuilding looks at the buckets.

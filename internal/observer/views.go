@@ -17,10 +17,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	"github.com/quotakeeper/quotakeeper/internal/names"
 )
 

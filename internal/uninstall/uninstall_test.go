@@ -24,9 +24,9 @@ import (
 	"github.com/quotakeeper/quotakeeper/internal/bypass"
 	"github.com/quotakeeper/quotakeeper/internal/counted"
 	"github.com/quotakeeper/quotakeeper/internal/localcluster"
+	"github.com/quotakeeper/quotakeeper/internal/uninstall"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
-	"github.com/quotakeeper/quotakeeper/internal/uninstall"
 )
 
 var (

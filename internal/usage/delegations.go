@@ -11,9 +11,9 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/delegation"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
 
 // Delegation is a parent's cap to hand out one resource type, and what its

@@ -25,8 +25,8 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/controllers"
 	"github.com/quotakeeper/quotakeeper/internal/grants"
-	"github.com/quotakeeper/quotakeeper/test/testenv"
 	"github.com/quotakeeper/quotakeeper/internal/webhooks"
+	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // The manager acts as a service account of its own (impersonated by the

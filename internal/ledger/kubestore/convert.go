@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
 
 // toBucket reads the ledger's state out of a bucket object's status.

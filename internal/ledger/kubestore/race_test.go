@@ -12,10 +12,10 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledger/kubestore"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
 
 // watchLimits records every version of every bucket the apiserver stores

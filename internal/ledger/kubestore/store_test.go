@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledger/kubestore"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
 
 const projects = "resourcemanager.miloapis.com/projects"

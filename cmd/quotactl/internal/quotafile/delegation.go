@@ -7,10 +7,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/delegation"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
 
 // handOuts judges the delegated grants read as the manager's grant webhook

@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
 	"github.com/quotakeeper/quotakeeper/internal/celpolicy"
 	"github.com/quotakeeper/quotakeeper/internal/claimpolicies"
-	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/verify"
 
-	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/validation"
 )

@@ -10,8 +10,8 @@ import (
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/verify"
 
-	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/suite"
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
 )
 
 // TestMain registers the builtins with no process Env: every case's

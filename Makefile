@@ -71,8 +71,8 @@ build: ## Compile every package.
 QUOTACTL := go run ./cmd/quotactl
 
 generate: $(CRD_REF_DOCS) ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates, the chart's copies of them, the Rego capabilities file and the API reference.
-	go tool controller-gen object paths=./api/...
-	go tool controller-gen crd paths=./api/... output:crd:dir=config/crd
+	go tool controller-gen object paths=github.com/quotakeeper/quotakeeper/api/...
+	go tool controller-gen crd paths=github.com/quotakeeper/quotakeeper/api/... output:crd:dir=config/crd
 	go tool controller-gen rbac:roleName=quotakeeper-manager webhook paths=./internal/controllers/... paths=./internal/webhooks/... paths=./cmd/quotakeeper-manager/... output:rbac:dir=config/rbac output:webhook:dir=config/webhook
 	$(QUOTACTL) generate
 	$(QUOTACTL) capabilities > rego/capabilities.json
@@ -95,6 +95,7 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	@# it and tidy picked that day's newest commit). A new upstream release
 	@# changes nothing here: nothing is resolved against it.
 	go mod tidy -diff
+	cd api && go mod tidy -diff
 	cd hack/tools/golangci-lint && go mod tidy -diff
 	cd hack/tools/crd-ref-docs && go mod tidy -diff
 	cd hack/tools/promtool && go mod tidy -diff
@@ -104,8 +105,14 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	cd hack/testbin/kube-apiserver && go mod tidy -diff
 	cd hack/testbin/etcd && go mod tidy -diff
 	go vet ./...
+	cd api && go vet ./...
 	cd hack/tools/images && go vet ./...
+	@# The API module is what owning services import: apimachinery and
+	@# nothing of Gatekeeper, OPA, client-go or a controller framework.
+	@heavy=$$(cd api && go list -deps ./... | grep -E '^(github.com/open-policy-agent|k8s.io/client-go|sigs.k8s.io/controller-runtime|github.com/quotakeeper/quotakeeper/internal)' || true); \
+	if [ -n "$$heavy" ]; then echo "the api module imports more than the API types need:"; echo "$$heavy"; exit 1; fi
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
+	cd api && $(GOLANGCI_LINT) run --allow-serial-runners ./...
 	cd hack/tools/images && $(GOLANGCI_LINT) run --allow-serial-runners ./...
 	$(QUOTACTL) opa fmt --list --fail rego/
 	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/
@@ -227,7 +234,7 @@ gatekeeper: $(GATEKEEPER_BIN) ## Gatekeeper v3.23.1 with quotakeeper's builtins 
 # GATEKEEPER_PACKAGES are our packages linked into it: the top directories of
 # `go list -deps ./plugin | grep quotakeeper/quotakeeper`, the two top ones
 # under internal/ (a check in verify keeps the list whole).
-GATEKEEPER_PACKAGES := api $(addprefix internal/,builtinhost builtins bypass celpolicy claimpolicies counted eventnote grants ledger ledgerconv metrics names podresources quantities validation version) plugin hack/gatekeeper
+GATEKEEPER_PACKAGES := api $(addprefix internal/,builtinhost builtins bypass celpolicy claimpolicies counted eventnote grants ledger ledgerconv metrics podresources quantities validation version) plugin hack/gatekeeper
 # GATEKEEPER_BUILD is that build less -o and the package; make release runs
 # it per architecture.
 GATEKEEPER_BUILD = $(STATIC) go build -trimpath -mod=vendor -tags quotakeeper_overlay -overlay $(BIN)/gatekeeper-overlay.json \
@@ -258,6 +265,7 @@ $(GATEKEEPER_STOCK):
 
 unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
+	cd api && go test $(GO_TEST_FLAGS) -short ./...
 
 test: verify testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota images $(HELM) ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector, the end-to-end suite again on stock Gatekeeper (External Data), then the fault suite alone.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
@@ -266,6 +274,7 @@ test: verify testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota 
 	@# The fault suite kills and stops its own control plane on a timetable:
 	@# it runs alone, after the rest, not beside the end-to-end cluster.
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/faults)
+	cd api && go test $(GO_TEST_FLAGS) ./...
 	@# The end-to-end suite again on a stock Gatekeeper with the templates'
 	@# External Data twins (test/e2e/main_test.go): the second admission mode.
 	QUOTAKEEPER_ADMISSION=externalData go test $(GO_TEST_FLAGS) ./test/e2e/
@@ -277,10 +286,10 @@ test: verify testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota 
 # FUZZTIME each, and `make test` runs each one for TEST_FUZZTIME. A failure
 # leaves the input that found it in the package's testdata/fuzz/<target>/:
 # fix the bug and commit that file, a regression seed from then on.
-FUZZ_TARGETS := builtins:FuzzDecodeClaim builtins:FuzzDecodeQuery builtins:FuzzQuantity \
-	celpolicy:FuzzSplitTemplate validation:FuzzValidateGrant validation:FuzzValidateClaim \
-	validation:FuzzValidateRegistration webhooks:FuzzPolicyValidators \
-	webhooks:FuzzValidateBypassSpec
+FUZZ_TARGETS := internal/builtins:FuzzDecodeClaim internal/builtins:FuzzDecodeQuery internal/builtins:FuzzQuantity \
+	internal/celpolicy:FuzzSplitTemplate internal/validation:FuzzValidateGrant internal/validation:FuzzValidateClaim \
+	internal/validation:FuzzValidateRegistration internal/webhooks:FuzzPolicyValidators \
+	internal/webhooks:FuzzValidateBypassSpec
 FUZZTIME      ?= 10s
 # A count, not a duration: with a duration, Go 1.26's fuzz coordinator can
 # report its own deadline as a failure ("context deadline exceeded", no

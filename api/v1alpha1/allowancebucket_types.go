@@ -151,5 +151,5 @@ type AllowanceBucketList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&AllowanceBucket{}, &AllowanceBucketList{})
+	register(&AllowanceBucket{}, &AllowanceBucketList{})
 }

@@ -1,6 +1,6 @@
 package v1alpha1
 
-import "github.com/quotakeeper/quotakeeper/internal/names"
+import "github.com/quotakeeper/quotakeeper/api/names"
 
 // effectiveNames name effective grants: readable from the resource type,
 // unique from a hash of the consumer and resource type.

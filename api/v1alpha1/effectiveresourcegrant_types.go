@@ -118,5 +118,5 @@ type EffectiveResourceGrantList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&EffectiveResourceGrant{}, &EffectiveResourceGrantList{})
+	register(&EffectiveResourceGrant{}, &EffectiveResourceGrantList{})
 }

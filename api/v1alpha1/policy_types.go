@@ -290,5 +290,5 @@ type ClaimCreationPolicyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&GrantCreationPolicy{}, &GrantCreationPolicyList{}, &ClaimCreationPolicy{}, &ClaimCreationPolicyList{})
+	register(&GrantCreationPolicy{}, &GrantCreationPolicyList{}, &ClaimCreationPolicy{}, &ClaimCreationPolicyList{})
 }

@@ -139,5 +139,5 @@ func (b *QuotaBypass) Matches(kind, name string) bool {
 }
 
 func init() {
-	SchemeBuilder.Register(&QuotaBypass{}, &QuotaBypassList{})
+	register(&QuotaBypass{}, &QuotaBypassList{})
 }

@@ -138,7 +138,7 @@ type ResourceClaimList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ResourceClaim{}, &ResourceClaimList{})
+	register(&ResourceClaim{}, &ResourceClaimList{})
 }
 
 // SameClaimStatus reports whether two claim statuses say the same thing,

@@ -88,5 +88,5 @@ type ResourceGrantList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ResourceGrant{}, &ResourceGrantList{})
+	register(&ResourceGrant{}, &ResourceGrantList{})
 }

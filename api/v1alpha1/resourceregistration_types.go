@@ -105,5 +105,5 @@ type ResourceRegistrationList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ResourceRegistration{}, &ResourceRegistrationList{})
+	register(&ResourceRegistration{}, &ResourceRegistrationList{})
 }

@@ -410,7 +410,7 @@ func TestEvaluationIsBoundedByTheCostLimit(t *testing.T) {
 // The policies docs/policies.md shows compile (seed 002's claim example,
 // which it shows refused, is not among them).
 func TestDocsExamplesCompile(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "docs", "policies.md"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "policies.md"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // The GrantCreationPolicy `make run` applies (config/samples) renders what
 // its comment promises.
 func TestSampleGrantPolicyRenders(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "config", "samples", "40-grant-policies.yaml"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "40-grant-policies.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

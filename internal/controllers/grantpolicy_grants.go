@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/quotakeeper/quotakeeper/api/names"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/eventnote"
-	"github.com/quotakeeper/quotakeeper/internal/names"
 )
 
 // Event types, reasons and why a grant was deleted.

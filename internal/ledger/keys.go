@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/quotakeeper/quotakeeper/internal/names"
+	"github.com/quotakeeper/quotakeeper/api/names"
 )
 
 // BucketKey identifies a bucket. It is comparable so it can key maps, which is

@@ -39,13 +39,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
+	"github.com/quotakeeper/quotakeeper/api/names"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/counted"
 	"github.com/quotakeeper/quotakeeper/internal/grants"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledger/kubestore"
 	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
-	"github.com/quotakeeper/quotakeeper/internal/names"
 	"github.com/quotakeeper/quotakeeper/internal/observer"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )

@@ -341,7 +341,7 @@ func TestExpired(t *testing.T) {
 
 func TestShippedTemplatesAreQuotaTemplates(t *testing.T) {
 	for _, name := range []string{"quotaentity", "quotaallocation"} {
-		objs, err := localcluster.ReadObjects(filepath.Join("..", "templates", name, "template.yaml"))
+		objs, err := localcluster.ReadObjects(filepath.Join("..", "..", "templates", name, "template.yaml"))
 		if err != nil || len(objs) != 1 {
 			t.Fatalf("%s: %v (%d objects)", name, err, len(objs))
 		}

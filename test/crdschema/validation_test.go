@@ -1,4 +1,4 @@
-package v1alpha1_test
+package crdschema_test
 
 import (
 	"context"
@@ -316,7 +316,7 @@ func TestGrantAmounts(t *testing.T) {
 func TestSeedPolicyExamplesAccepted(t *testing.T) {
 	ctx := context.Background()
 	for _, file := range []string{"seed-002-grant-policy.yaml", "seed-002-claim-policy.yaml"} {
-		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "celpolicy", "testdata", file))
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "internal", "celpolicy", "testdata", file))
 		if err != nil {
 			t.Fatal(err)
 		}

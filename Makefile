@@ -24,6 +24,10 @@ PROMTOOL_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.co
 PROMTOOL := $(BIN)/promtool-$(PROMTOOL_VERSION)
 CRD_REF_DOCS_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/elastic/crd-ref-docs") print $$(i+1)}' hack/tools/crd-ref-docs/go.mod)
 CRD_REF_DOCS := $(BIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
+# The Kubernetes code generators, at the version the API module builds on
+# (hack/tools/code-generator), for api/client.
+CODEGEN_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "k8s.io/code-generator") print $$(i+1)}' hack/tools/code-generator/go.mod)
+CODEGEN := $(BIN)/codegen-$(CODEGEN_VERSION)
 # The image tool (hack/tools/images, our code on go-containerregistry) is built
 # from its own module too, keyed by the go-containerregistry version and rebuilt
 # when its sources change.
@@ -70,13 +74,14 @@ build: ## Compile every package.
 
 QUOTACTL := go run ./cmd/quotactl
 
-generate: $(CRD_REF_DOCS) ## Regenerate deepcopy code, CRDs, RBAC, webhook manifests, templates, the chart's copies of them, the Rego capabilities file and the API reference.
+generate: $(CRD_REF_DOCS) $(CODEGEN) ## Regenerate deepcopy code, CRDs, the API module's clientset, listers and informers, RBAC, webhook manifests, templates, the chart's copies of them, the Rego capabilities file and the API reference.
 	go tool controller-gen object paths=github.com/quotakeeper/quotakeeper/api/...
 	go tool controller-gen crd paths=github.com/quotakeeper/quotakeeper/api/... output:crd:dir=config/crd
 	go tool controller-gen rbac:roleName=quotakeeper-manager webhook paths=./internal/controllers/... paths=./internal/webhooks/... paths=./cmd/quotakeeper-manager/... output:rbac:dir=config/rbac output:webhook:dir=config/webhook
 	$(QUOTACTL) generate
 	$(QUOTACTL) capabilities > rego/capabilities.json
 	hack/prometheus/prometheusrule.sh config/prometheus/rules.yaml > config/prometheus/prometheusrule.yaml
+	BIN=$(CODEGEN) hack/codegen.sh
 	$(CRD_REF_DOCS) --log-level=error --source-path=api/v1alpha1 --config=hack/crd-ref-docs.yaml --renderer=markdown --output-path=docs/reference/api.md
 	hack/chart/generate.sh
 
@@ -98,6 +103,7 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	cd api && go mod tidy -diff
 	cd hack/tools/golangci-lint && go mod tidy -diff
 	cd hack/tools/crd-ref-docs && go mod tidy -diff
+	cd hack/tools/code-generator && go mod tidy -diff
 	cd hack/tools/promtool && go mod tidy -diff
 	cd hack/tools/images && go mod tidy -diff
 	cd hack/tools/helm && go mod tidy -diff
@@ -107,10 +113,11 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	go vet ./...
 	cd api && go vet ./...
 	cd hack/tools/images && go vet ./...
-	@# The API module is what owning services import: apimachinery and
-	@# nothing of Gatekeeper, OPA, client-go or a controller framework.
-	@heavy=$$(cd api && go list -deps ./... | grep -E '^(github.com/open-policy-agent|k8s.io/client-go|sigs.k8s.io/controller-runtime|github.com/quotakeeper/quotakeeper/internal)' || true); \
-	if [ -n "$$heavy" ]; then echo "the api module imports more than the API types need:"; echo "$$heavy"; exit 1; fi
+	@# The API module is what owning services import: the types need
+	@# apimachinery only, the generated clients client-go too, and nothing
+	@# of it needs Gatekeeper, OPA or a controller framework.
+	@heavy=$$(cd api && { go list -deps ./v1alpha1 ./names | grep -E '^k8s.io/client-go/'; go list -deps ./... | grep -E '^(github.com/open-policy-agent|sigs.k8s.io/controller-runtime|github.com/quotakeeper/quotakeeper/internal)'; } || true); \
+	if [ -n "$$heavy" ]; then echo "the api module imports more than the API needs:"; echo "$$heavy"; exit 1; fi
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 	cd api && $(GOLANGCI_LINT) run --allow-serial-runners ./...
 	cd hack/tools/images && $(GOLANGCI_LINT) run --allow-serial-runners ./...
@@ -148,6 +155,11 @@ $(GOLANGCI_LINT):
 	@mkdir -p $(BIN)
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) from module sources (a few minutes cold)"
 	cd hack/tools/golangci-lint && go build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+
+$(CODEGEN):
+	@mkdir -p $@.tmp
+	cd hack/tools/code-generator && GOBIN=$(abspath $@.tmp) go install k8s.io/code-generator/cmd/client-gen k8s.io/code-generator/cmd/lister-gen k8s.io/code-generator/cmd/informer-gen
+	mv $@.tmp $@
 
 $(CRD_REF_DOCS):
 	@mkdir -p $(BIN)

@@ -124,6 +124,7 @@ type AllowanceBucketStatus struct {
 // of dimensions. Its status is written only through the ledger.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +genclient
 // +kubebuilder:resource:shortName=bucket,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`

@@ -88,6 +88,7 @@ type DisplayTotals struct {
 // resource type, kept in each namespace of the consumer for tenants to read.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +genclient
 // +kubebuilder:resource:shortName=erg,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`

@@ -10,6 +10,10 @@ var (
 	// GroupVersion is the group and version of every quotakeeper kind.
 	GroupVersion = schema.GroupVersion{Group: "quota.miloapis.com", Version: "v1alpha1"}
 
+	// SchemeGroupVersion is GroupVersion by the name the Kubernetes code
+	// generators' clientset and listers (api/client) use.
+	SchemeGroupVersion = GroupVersion
+
 	// SchemeBuilder registers the kinds of this package with a
 	// runtime.Scheme. It is apimachinery's, not controller-runtime's
 	// (kubebuilder's scheme.Builder), so that an owning service importing
@@ -30,4 +34,10 @@ func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, kinds...)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
+}
+
+// Resource is the group-qualified resource of ours named resource (the
+// listers' not-found errors use it).
+func Resource(resource string) schema.GroupResource {
+	return GroupVersion.WithResource(resource).GroupResource()
 }

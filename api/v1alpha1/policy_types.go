@@ -193,6 +193,8 @@ type GrantBucketTemplate struct {
 // GrantCreationPolicy creates ResourceGrants when objects of a kind appear.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:resource:scope=Cluster,shortName=gcp,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Trigger",type=string,JSONPath=`.spec.trigger.resource.kind`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
@@ -270,6 +272,8 @@ type ResourceRequestTemplate struct {
 // ClaimCreationPolicy claims quota at admission when objects of a kind are created.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:resource:scope=Cluster,shortName=ccp,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Trigger",type=string,JSONPath=`.spec.trigger.resource.kind`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -16,6 +16,8 @@ import (
 // cannot change after creation.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:resource:scope=Cluster,shortName=qbypass,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.spec.reason`
 // +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiresAt`

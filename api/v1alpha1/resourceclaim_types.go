@@ -115,6 +115,7 @@ type ResourceClaimStatus struct {
 // ResourceClaim asks for quota on behalf of an object; it is granted all or nothing.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +genclient
 // +kubebuilder:resource:shortName=rclaim,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`

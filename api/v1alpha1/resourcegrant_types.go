@@ -65,6 +65,7 @@ type ResourceGrantStatus struct {
 // ResourceGrant gives a consumer quota. Grants for the same consumer and resource type add up.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +genclient
 // +kubebuilder:resource:shortName=rgrant,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Consumer Kind",type=string,JSONPath=`.spec.consumerRef.kind`
 // +kubebuilder:printcolumn:name="Consumer",type=string,JSONPath=`.spec.consumerRef.name`

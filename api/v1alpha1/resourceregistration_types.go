@@ -83,6 +83,8 @@ type ResourceRegistrationStatus struct {
 // ResourceRegistration declares a resource type that quota can be granted and claimed for.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +genclient
+// +genclient:nonNamespaced
 // +kubebuilder:resource:scope=Cluster,shortName=rreg,categories=quotakeeper
 // +kubebuilder:printcolumn:name="Resource Type",type=string,JSONPath=`.spec.resourceType`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`

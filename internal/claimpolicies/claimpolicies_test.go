@@ -25,7 +25,7 @@ var ctx = context.Background()
 func policy() *builders.ClaimPolicyWrapper {
 	return builders.ClaimPolicy("configmaps", "v1", "ConfigMap",
 		quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.namespace }}"}).
-		Generation(2).ClaimName("{{ trigger.metadata.name }}-claim").
+		Generation(2).TargetName("{{ trigger.metadata.name }}-claim").
 		Request("core/configmaps", intstr.FromInt32(1))
 }
 

@@ -42,13 +42,8 @@ func input(apiVersion, kind string) celpolicy.ClaimInput {
 }
 
 func TestClaim(t *testing.T) {
-	rendered := &quotav1alpha1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "cm-claim"},
-		Spec: quotav1alpha1.ResourceClaimSpec{
-			ConsumerRef: quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"},
-			Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: "core/configmaps", Amount: 1}},
-		},
-	}
+	rendered := builders.Claim("cm-claim", "").Consumer(quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"}).
+		Request("core/configmaps", 1, nil).Obj()
 	for _, tc := range []struct {
 		name       string
 		policy     *quotav1alpha1.ClaimCreationPolicy

@@ -129,10 +129,7 @@ func TestARenderedClaimFailsWithTheClaimWebhooksVerdict(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: got %v, want a refusal", charge.consumer.Kind, err)
 		}
-		claim := &quotav1alpha1.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c"},
-			Spec:       quotav1alpha1.ResourceClaimSpec{ConsumerRef: charge.consumer},
-		}
+		claim := builders.Claim("c", "team-a").Consumer(charge.consumer).Obj()
 		verdict := validation.ValidateClaim(claim, &validation.Catalog{}, ns, quotav1alpha1.DefaultSystemNamespace)
 		if len(verdict.Errors) == 0 || verdict.Errors[0].Field != "spec.consumerRef" {
 			t.Fatalf("%s: the claim webhook's verdict: %v", charge.consumer.Kind, verdict.Errors)

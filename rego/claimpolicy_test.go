@@ -27,9 +27,9 @@ var namespaceOfTrigger = quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Na
 func configMapPolicy() *builders.ClaimPolicyWrapper {
 	return builders.ClaimPolicy("configmaps", "v1", "ConfigMap", namespaceOfTrigger).Generation(1).
 		Condition(`!user.groups.exists(g, g == "system:masters")`).
-		ClaimName("{{ trigger.metadata.name }}-claim").
-		ClaimLabel("team", `{{ trigger.metadata.?labels.team.orValue("none") }}`).
-		ClaimAnnotation("created-by", "{{ user.username }}").
+		TargetName("{{ trigger.metadata.name }}-claim").
+		TargetLabel("team", `{{ trigger.metadata.?labels.team.orValue("none") }}`).
+		TargetAnnotation("created-by", "{{ user.username }}").
 		Request("core/configmaps", intstr.FromInt32(1))
 }
 

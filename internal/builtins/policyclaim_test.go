@@ -21,9 +21,9 @@ func usePolicies(t *testing.T, ps ...*quotav1alpha1.ClaimCreationPolicy) {
 func podsPolicy() *builders.ClaimPolicyWrapper {
 	return builders.ClaimPolicy("pods", "apps/v1", "Deployment",
 		quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.namespace }}"}).
-		ClaimName("{{ trigger.metadata.name }}-pods").
-		ClaimLabel("app", "{{ trigger.metadata.name }}").
-		ClaimAnnotation("request", `{{ user.username + " " + requestInfo.operation + " " + requestInfo.resource.resource + " " + string(requestInfo.dryRun) }}`).
+		TargetName("{{ trigger.metadata.name }}-pods").
+		TargetLabel("app", "{{ trigger.metadata.name }}").
+		TargetAnnotation("request", `{{ user.username + " " + requestInfo.operation + " " + requestInfo.resource.resource + " " + string(requestInfo.dryRun) }}`).
 		Request("core/pods", intstr.FromString("{{ trigger.spec.replicas }}"))
 }
 

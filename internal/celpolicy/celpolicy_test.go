@@ -15,6 +15,7 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/celpolicy"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 var ctx = context.Background()
@@ -69,11 +70,9 @@ func TestSeedGrantPolicyRenders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &quotav1alpha1.ResourceGrant{Spec: quotav1alpha1.ResourceGrantSpec{
-		ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme-corp"},
-		Allowances: []quotav1alpha1.Allowance{{ResourceType: "resourcemanager.miloapis.com/projects",
-			Buckets: []quotav1alpha1.GrantBucket{{Amount: 50}}}},
-	}}
+	want := builders.Grant("", "").
+		Consumer(quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme-corp"}).
+		Allowance("resourcemanager.miloapis.com/projects", 50).Obj()
 	if diff := cmp.Diff(celpolicy.GrantResult{Applies: true, Grant: want}, res); diff != "" {
 		t.Errorf("rendered (-want +got):\n%s", diff)
 	}
@@ -262,21 +261,15 @@ func TestClaimPolicyRendersFromTriggerUserAndRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &quotav1alpha1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "settings-configmaps", Namespace: "team-a",
-			Labels:      map[string]string{"team": "none"},
-			Annotations: map[string]string{"created-by": "alice", "host": "api.example.com"}},
-		Spec: quotav1alpha1.ResourceClaimSpec{
-			ConsumerRef: quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"},
-			Requests: []quotav1alpha1.ResourceRequest{
-				{ResourceType: "core/configmaps", Amount: 1},
-				{ResourceType: "core/configmap-bytes", Amount: 5, Dimensions: map[string]string{"region": "dfw"}},
-				{ResourceType: "core/configmap-quantity", Amount: 1024},
-				{ResourceType: "core/configmap-replicas", Amount: 3},
-				{ResourceType: "core/configmap-string", Amount: 2000},
-			},
-		},
-	}
+	want := builders.Claim("settings-configmaps", "team-a").
+		Labels(map[string]string{"team": "none"}).
+		Annotations(map[string]string{"created-by": "alice", "host": "api.example.com"}).
+		Consumer(quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"}).
+		Request("core/configmaps", 1, nil).
+		Request("core/configmap-bytes", 5, map[string]string{"region": "dfw"}).
+		Request("core/configmap-quantity", 1024, nil).
+		Request("core/configmap-replicas", 3, nil).
+		Request("core/configmap-string", 2000, nil).Obj()
 	if diff := cmp.Diff(celpolicy.ClaimResult{Applies: true, Claim: want}, res); diff != "" {
 		t.Errorf("rendered (-want +got):\n%s", diff)
 	}

@@ -6,11 +6,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/celpolicy"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 )
 
 // The GrantCreationPolicy `make run` applies (config/samples) renders what
@@ -56,15 +56,10 @@ func TestSampleGrantPolicyRenders(t *testing.T) {
 			if !res.Applies {
 				return
 			}
-			want := &quotav1alpha1.ResourceGrant{
-				ObjectMeta: metav1.ObjectMeta{Name: "configmaps-team-c",
-					Annotations: map[string]string{"quota.example.com/tier": tc.labels["quota.example.com/tier"].(string)}},
-				Spec: quotav1alpha1.ResourceGrantSpec{
-					ConsumerRef: quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-c"},
-					Allowances: []quotav1alpha1.Allowance{{ResourceType: "core/configmaps",
-						Buckets: []quotav1alpha1.GrantBucket{{Amount: tc.amount}}}},
-				},
-			}
+			want := builders.Grant("configmaps-team-c", "").
+				Annotations(map[string]string{"quota.example.com/tier": tc.labels["quota.example.com/tier"].(string)}).
+				Consumer(quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-c"}).
+				Allowance("core/configmaps", tc.amount).Obj()
 			if diff := cmp.Diff(want, res.Grant); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

@@ -25,7 +25,7 @@ var ctx = context.Background()
 func policy() *builders.ClaimPolicyWrapper {
 	return builders.ClaimPolicy("configmaps", "v1", "ConfigMap",
 		quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.namespace }}"}).
-		Generation(2).ClaimName("{{ trigger.metadata.name }}-claim").
+		Generation(2).TargetName("{{ trigger.metadata.name }}-claim").
 		Request("core/configmaps", intstr.FromInt32(1))
 }
 
@@ -42,13 +42,8 @@ func input(apiVersion, kind string) celpolicy.ClaimInput {
 }
 
 func TestClaim(t *testing.T) {
-	rendered := &quotav1alpha1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "cm-claim"},
-		Spec: quotav1alpha1.ResourceClaimSpec{
-			ConsumerRef: quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"},
-			Requests:    []quotav1alpha1.ResourceRequest{{ResourceType: "core/configmaps", Amount: 1}},
-		},
-	}
+	rendered := builders.Claim("cm-claim", "").Consumer(quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"}).
+		Request("core/configmaps", 1, nil).Obj()
 	for _, tc := range []struct {
 		name       string
 		policy     *quotav1alpha1.ClaimCreationPolicy

@@ -66,10 +66,10 @@ func TestARenderedClaimIsJudgedAsAResourceClaimInTheObjectsNamespace(t *testing.
 		{name: "the default system namespace is not the configured one", policy: chargePolicy(orgFromLabel).Obj(),
 			in: labelled(quotav1alpha1.DefaultSystemNamespace, "acme"), ns: claimpolicies.Namespace{Name: quotav1alpha1.DefaultSystemNamespace, Known: true}, sysNS: "platform-quota",
 			err: `ClaimCreationPolicy "charge": spec.target.resourceClaimTemplate.spec.consumerRef: Forbidden: namespace "` + quotav1alpha1.DefaultSystemNamespace + `" does not belong to resourcemanager.miloapis.com/Organization "acme": it needs the label resourcemanager.miloapis.com/organization=acme`},
-		{name: "a claim rendered into another namespace", policy: chargePolicy(namespaceFromLabel).ClaimNamespace(`{{ trigger.metadata.labels.charge }}`).Obj(),
+		{name: "a claim rendered into another namespace", policy: chargePolicy(namespaceFromLabel).TargetNamespace(`{{ trigger.metadata.labels.charge }}`).Obj(),
 			in: labelled("team-a", "team-b"), ns: teamA,
 			err: `ClaimCreationPolicy "charge": spec.target.resourceClaimTemplate.metadata.namespace: Forbidden: rendered "team-b" for an object in namespace "team-a": a policy's claim is made in its object's namespace`},
-		{name: "a claim rendered into its own namespace", policy: chargePolicy(namespaceFromLabel).ClaimNamespace(`{{ trigger.metadata.namespace }}`).Obj(),
+		{name: "a claim rendered into its own namespace", policy: chargePolicy(namespaceFromLabel).TargetNamespace(`{{ trigger.metadata.namespace }}`).Obj(),
 			in: labelled("team-a", "team-a"), ns: teamA, want: "Namespace team-a"},
 		{name: "a cluster-scoped object is in no tenant's namespace", policy: chargePolicy(orgFromLabel).Obj(),
 			in: labelled("", "globex"), ns: claimpolicies.Namespace{}, want: "Organization globex"},
@@ -129,10 +129,7 @@ func TestARenderedClaimFailsWithTheClaimWebhooksVerdict(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: got %v, want a refusal", charge.consumer.Kind, err)
 		}
-		claim := &quotav1alpha1.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "c"},
-			Spec:       quotav1alpha1.ResourceClaimSpec{ConsumerRef: charge.consumer},
-		}
+		claim := builders.Claim("c", "team-a").Consumer(charge.consumer).Obj()
 		verdict := validation.ValidateClaim(claim, &validation.Catalog{}, ns, quotav1alpha1.DefaultSystemNamespace)
 		if len(verdict.Errors) == 0 || verdict.Errors[0].Field != "spec.consumerRef" {
 			t.Fatalf("%s: the claim webhook's verdict: %v", charge.consumer.Kind, verdict.Errors)

@@ -18,6 +18,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	"github.com/quotakeeper/quotakeeper/test/builders"
+	"github.com/quotakeeper/quotakeeper/test/managertest"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -52,10 +53,7 @@ func newRegistration(t *testing.T, name, rt string, consumer quotav1alpha1.Consu
 	t.Helper()
 	reg := builders.Registration(name, rt).Consumer(consumer).Type(quotav1alpha1.RegistrationTypeAllocation).
 		BaseUnit("unit").Dimensions(dims...).ClaimingResources(quotav1alpha1.GroupKind{Kind: "ConfigMap"}).Obj()
-	if err := k8s.Create(ctx, reg); err != nil {
-		t.Fatal(err)
-	}
-	waitCondition(t, reg, quotav1alpha1.ConditionActive, metav1.ConditionTrue, quotav1alpha1.ReasonRegistrationActive)
+	managertest.CreateActive(t, k8s, settle, reg, quotav1alpha1.ReasonRegistrationActive)
 	return reg
 }
 
@@ -69,10 +67,7 @@ func grantObject(name string, c ledger.Consumer, allowances ...quotav1alpha1.All
 func newGrant(t *testing.T, name string, c ledger.Consumer, allowances ...quotav1alpha1.Allowance) *quotav1alpha1.ResourceGrant {
 	t.Helper()
 	g := grantObject(name, c, allowances...)
-	if err := k8s.Create(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	waitCondition(t, g, quotav1alpha1.ConditionActive, metav1.ConditionTrue, quotav1alpha1.ReasonGrantActive)
+	managertest.CreateActive(t, k8s, settle, g, quotav1alpha1.ReasonGrantActive)
 	return g
 }
 

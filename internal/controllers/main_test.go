@@ -8,22 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/grants"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/test/managertest"
-	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // The suite runs the quotakeeper manager (controllers and webhooks, leader
@@ -34,9 +28,8 @@ import (
 // Granted claims as the observer would (observeClaims). The two share
 // nothing but the apiserver.
 var (
-	env *testenv.Env
+	env *managertest.Env
 	k8s client.Client
-	wh  *envtest.WebhookInstallOptions
 	obs *observerStandIn
 	mgr *managertest.Run
 )
@@ -58,46 +51,14 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
-	level := zapcore.ErrorLevel
-	if os.Getenv("QUOTAKEEPER_TEST_LOG") != "" {
-		level = zapcore.DebugLevel
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
+	ctx := context.Background()
 	var err error
-	if env, err = testenv.Start(testenv.TestCRDs()); err != nil {
+	if env, err = managertest.StartEnv(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
 	k8s = env.Client
-	ctx := context.Background()
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sysNS}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if wh, err = managertest.InstallWebhooks(env.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = wh.Cleanup() }()
-	// The QuotaClaimPolicy constraint kind, as Gatekeeper makes it from the
-	// shipped template (no Gatekeeper runs here), there before the manager
-	// starts as in a cluster where the template is installed first.
-	if _, _, err := testenv.InstallConstraintCRD(ctx, env.Config, "quotaclaimpolicy"); err != nil {
-		fmt.Fprintln(os.Stderr, "install the QuotaClaimPolicy constraint kind:", err)
-		return 1
-	}
-	// The QuotaEntity constraint kind, whose constraints QuotaBypasses relax.
-	if _, _, err := testenv.InstallConstraintCRD(ctx, env.Config, "quotaentity"); err != nil {
-		fmt.Fprintln(os.Stderr, "install the QuotaEntity constraint kind:", err)
-		return 1
-	}
-	// Its template, which the QuotaBypass guard reads to tell a quota
-	// constraint from any other.
-	if err := testenv.InstallTemplateObjects(ctx, env.Config, "quotaentity"); err != nil {
-		fmt.Fprintln(os.Stderr, "install the quotaentity template:", err)
-		return 1
-	}
 	if obs, err = startObserverStandIn(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -129,7 +90,7 @@ const observerUser = "system:serviceaccount:quotakeeper-system:quotakeeper-obser
 
 func configAs(user string) *rest.Config { return managertest.ConfigAs(env.Config, user) }
 
-func startManager() (*managertest.Run, error) { return managertest.Start(env.Config, wh) }
+func startManager() (*managertest.Run, error) { return env.StartManager() }
 
 // restartManager stops the manager, runs whileDown, and starts a new one.
 func restartManager(t *testing.T, whileDown func()) {

@@ -178,11 +178,7 @@ func TestValidateGrantTotals(t *testing.T) {
 func TestValidateClaim(t *testing.T) {
 	cat := NewCatalog([]quotav1alpha1.ResourceRegistration{reg("cpu", rtCPU, "active", "region")})
 	claim := func(ns string, c quotav1alpha1.ConsumerRef, dims map[string]string) *quotav1alpha1.ResourceClaim {
-		return &quotav1alpha1.ResourceClaim{
-			ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns},
-			Spec: quotav1alpha1.ResourceClaimSpec{ConsumerRef: c, Requests: []quotav1alpha1.ResourceRequest{
-				{ResourceType: rtCPU, Amount: 1, Dimensions: dims}}},
-		}
+		return builders.Claim("c", ns).Consumer(c).Request(rtCPU, 1, dims).Obj()
 	}
 	labelled := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a",
 		Labels: map[string]string{"resourcemanager.miloapis.com/organization": "acme"}}}

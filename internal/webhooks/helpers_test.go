@@ -9,6 +9,7 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/test/builders"
+	"github.com/quotakeeper/quotakeeper/test/managertest"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -53,10 +54,7 @@ func registration(name, rt string, consumer quotav1alpha1.ConsumerTypeRef, dims 
 func newRegistration(t *testing.T, name, rt string, consumer quotav1alpha1.ConsumerTypeRef, dims ...string) *quotav1alpha1.ResourceRegistration {
 	t.Helper()
 	reg := registration(name, rt, consumer, dims...).Obj()
-	if err := k8s.Create(ctx, reg); err != nil {
-		t.Fatal(err)
-	}
-	waitCondition(t, reg, quotav1alpha1.ConditionActive, metav1.ConditionTrue, quotav1alpha1.ReasonRegistrationActive)
+	managertest.CreateActive(t, k8s, settle, reg, quotav1alpha1.ReasonRegistrationActive)
 	return reg
 }
 
@@ -70,10 +68,7 @@ func grantObject(name string, c quotav1alpha1.ConsumerRef, allowances ...quotav1
 func newGrant(t *testing.T, name string, c quotav1alpha1.ConsumerRef, allowances ...quotav1alpha1.Allowance) *quotav1alpha1.ResourceGrant {
 	t.Helper()
 	g := grantObject(name, c, allowances...)
-	if err := k8s.Create(ctx, g); err != nil {
-		t.Fatal(err)
-	}
-	waitCondition(t, g, quotav1alpha1.ConditionActive, metav1.ConditionTrue, quotav1alpha1.ReasonGrantActive)
+	managertest.CreateActive(t, k8s, settle, g, quotav1alpha1.ReasonGrantActive)
 	return g
 }
 

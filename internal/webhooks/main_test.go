@@ -8,17 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/managertest"
-	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
 // The webhooks' behaviour suite runs the quotakeeper manager (controllers
@@ -29,7 +23,7 @@ import (
 // tests of the package (package webhooks) run without it, in -short mode
 // and when fuzzing.
 var (
-	env *testenv.Env
+	env *managertest.Env
 	k8s client.Client
 )
 
@@ -63,42 +57,14 @@ func fuzzing() bool {
 }
 
 func runSuite(m *testing.M) int {
-	level := zapcore.ErrorLevel
-	if os.Getenv("QUOTAKEEPER_TEST_LOG") != "" {
-		level = zapcore.DebugLevel
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(level)))
 	var err error
-	if env, err = testenv.Start(testenv.TestCRDs()); err != nil {
+	if env, err = managertest.StartEnv(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer func() { _ = env.Stop() }()
 	k8s = env.Client
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sysNS}}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	wh, err := managertest.InstallWebhooks(env.Config)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() { _ = wh.Cleanup() }()
-	// The QuotaEntity constraint kind and its template, which the
-	// QuotaBypass webhook reads to tell a quota constraint from any other,
-	// and the QuotaClaimPolicy kind the claim-policy controller writes.
-	for _, name := range []string{"quotaentity", "quotaclaimpolicy"} {
-		if _, _, err := testenv.InstallConstraintCRD(ctx, env.Config, name); err != nil {
-			fmt.Fprintf(os.Stderr, "install the %s constraint kind: %v\n", name, err)
-			return 1
-		}
-	}
-	if err := testenv.InstallTemplateObjects(ctx, env.Config, "quotaentity"); err != nil {
-		fmt.Fprintln(os.Stderr, "install the quotaentity template:", err)
-		return 1
-	}
-	mgr, err := managertest.Start(env.Config, wh)
+	mgr, err := env.StartManager()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/test/builders"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -63,15 +64,9 @@ func validRegistration(name string) *quotav1alpha1.ResourceRegistration {
 }
 
 func validClaim(name string) *quotav1alpha1.ResourceClaim {
-	return &quotav1alpha1.ResourceClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: quotav1alpha1.ResourceClaimSpec{
-			ConsumerRef: quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"},
-			Requests: []quotav1alpha1.ResourceRequest{
-				{ResourceType: "resourcemanager.miloapis.com/projects", Amount: 1},
-			},
-		},
-	}
+	return builders.Claim(name, "default").
+		Consumer(quotav1alpha1.ConsumerRef{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}).
+		Request("resourcemanager.miloapis.com/projects", 1, nil).Obj()
 }
 
 // requireInvalid asserts that err is a 422 Invalid whose causes include one
@@ -293,16 +288,8 @@ func TestClaimSpecImmutable(t *testing.T) {
 func TestGrantAmounts(t *testing.T) {
 	ctx := context.Background()
 	grant := func(name string, amount int64) *quotav1alpha1.ResourceGrant {
-		return &quotav1alpha1.ResourceGrant{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-			Spec: quotav1alpha1.ResourceGrantSpec{
-				ConsumerRef: quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "default"},
-				Allowances: []quotav1alpha1.Allowance{{
-					ResourceType: "core/configmaps",
-					Buckets:      []quotav1alpha1.GrantBucket{{Amount: amount}},
-				}},
-			},
-		}
+		return builders.Grant(name, "default").Consumer(quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "default"}).
+			Allowance("core/configmaps", amount).Obj()
 	}
 	if err := k8s.Create(ctx, grant("zero", 0)); err != nil {
 		t.Fatalf("grant of 0 rejected: %v", err)

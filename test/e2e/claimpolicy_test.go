@@ -60,9 +60,9 @@ func TestClaimCreationPolicyAdmitsUpToTheGrant(t *testing.T) {
 	claimPolicy(t, builders.ClaimPolicy("e2e-ccp-configmaps", "v1", "ConfigMap",
 		quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.namespace }}"}).
 		Condition(`trigger.metadata.namespace == "`+ns+`"`).
-		ClaimName("{{ trigger.metadata.name }}-claim").
-		ClaimLabel("team", `{{ trigger.metadata.?labels.team.orValue("none") }}`).
-		ClaimAnnotation("quota.example.com/object", "{{ trigger.metadata.name }}").
+		TargetName("{{ trigger.metadata.name }}-claim").
+		TargetLabel("team", `{{ trigger.metadata.?labels.team.orValue("none") }}`).
+		TargetAnnotation("quota.example.com/object", "{{ trigger.metadata.name }}").
 		Request(rt, intstr.FromInt32(1)).Obj())
 
 	if err := cluster.Client.Create(context.Background(), configMap(ns, "cm-1", map[string]string{"team": "web"})); err != nil {

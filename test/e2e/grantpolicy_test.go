@@ -30,7 +30,7 @@ func TestGrantPolicyProvisionsWhatGatekeeperEnforces(t *testing.T) {
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
 	policy := builders.GrantPolicy("e2e-tenant-tier", "v1", "Namespace", quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.name }}"}).
 		Condition(fmt.Sprintf(`trigger.metadata.?labels[?%q].orValue("") != ""`, tier)).
-		GrantName("tier-{{ trigger.metadata.name }}").
+		TargetName("tier-{{ trigger.metadata.name }}").
 		Allowance(rt, intstr.FromString(fmt.Sprintf(`{{ trigger.metadata.labels[%q] == "gold" ? 2 : 1 }}`, tier))).Obj()
 	create(t, policy)
 	testenv.Eventually(t, time.Minute, "policy Ready", func() error {

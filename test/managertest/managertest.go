@@ -1,9 +1,11 @@
 // Package managertest runs the quotakeeper manager (controllers and
 // webhooks, leader elected) inside a test process against an envtest
 // control plane, as cmd/quotakeeper-manager builds it, for the envtest
-// suites of controllers/ and webhooks/. It does not add the observer
-// (package observer); a suite that needs what the observer counts stands
-// one in of its own.
+// suites of internal/controllers/ and internal/webhooks/: the control plane
+// as a cluster has it before the manager starts (StartEnv), the manager
+// (Start), and the creation of an object the manager makes Active
+// (CreateActive). It does not add the observer (package observer); a suite
+// that needs what the observer counts stands one in of its own.
 package managertest
 
 import (

@@ -118,6 +118,10 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	@# of it needs Gatekeeper, OPA or a controller framework.
 	@heavy=$$(cd api && { go list -deps ./v1alpha1 ./names | grep -E '^k8s.io/client-go/'; go list -deps ./... | grep -E '^(github.com/open-policy-agent|sigs.k8s.io/controller-runtime|github.com/quotakeeper/quotakeeper/internal)'; } || true); \
 	if [ -n "$$heavy" ]; then echo "the api module imports more than the API needs:"; echo "$$heavy"; exit 1; fi
+	@# No binary links the test tree: depguard refuses the import in product
+	@# code, and this checks what every binary and the plugin actually link.
+	@linked=$$(go list -deps ./cmd/... ./plugin | grep '^github.com/quotakeeper/quotakeeper/test' || true); \
+	if [ -n "$$linked" ]; then echo "a binary links test code:"; echo "$$linked"; exit 1; fi
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
 	cd api && $(GOLANGCI_LINT) run --allow-serial-runners ./...
 	cd hack/tools/images && $(GOLANGCI_LINT) run --allow-serial-runners ./...

@@ -171,11 +171,7 @@ func (m *MoveCounter) loadPolicy(ctx context.Context) (*policy, error) {
 
 // recordedAmounts is Amounts of the claims an evaluation recorded.
 func recordedAmounts(claims []builtins.RecordedClaim) (map[ledger.BucketKey]int64, error) {
-	ledgerClaims := make([]ledger.Claim, len(claims))
-	for i, c := range claims {
-		ledgerClaims[i] = c.Claim
-	}
-	return counting.Amounts(ledgerClaims)
+	return counting.Amounts(builtins.ClaimsOf(claims))
 }
 
 // moveState is what the observer knows of a namespace a move reservation

@@ -35,6 +35,17 @@ type RecordedClaim struct {
 	Metadata ClaimMetadata
 }
 
+// ClaimsOf is the claims of recorded, in order: what an evaluation in
+// observe mode asked for, as counting.Amounts combines it into what the
+// object counts.
+func ClaimsOf(recorded []RecordedClaim) []ledger.Claim {
+	claims := make([]ledger.Claim, len(recorded))
+	for i, rc := range recorded {
+		claims[i] = rc.Claim
+	}
+	return claims
+}
+
 // metadata decodes and validates m["metadata"]; absent is the zero value.
 func (d *decoder) metadata(path string, m map[string]any) ClaimMetadata {
 	v, ok := m["metadata"]

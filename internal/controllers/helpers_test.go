@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/controllers"
+	"github.com/quotakeeper/quotakeeper/internal/counting"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	"github.com/quotakeeper/quotakeeper/test/builders"
@@ -160,18 +162,9 @@ func wantBucket(t *testing.T, key ledger.BucketKey, want usage) *quotav1alpha1.A
 // each claim.
 func grantedClaims(t *testing.T, consumers ...ledger.Consumer) (map[ledger.BucketKey]map[string]int64, map[string]string) {
 	t.Helper()
-	var claims quotav1alpha1.ResourceClaimList
-	if err := k8s.List(ctx, &claims); err != nil {
-		t.Fatal(err)
-	}
 	held := map[ledger.BucketKey]map[string]int64{}
 	namespaces := map[string]string{}
-	for i := range claims.Items {
-		c := &claims.Items[i]
-		cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ConditionGranted)
-		if cond == nil || cond.Status != metav1.ConditionTrue || c.DeletionTimestamp != nil {
-			continue
-		}
+	for _, c := range listGranted(t) {
 		lc := controllers.LedgerClaim(c)
 		namespaces[lc.ID] = c.Namespace
 		for _, r := range lc.Requests {
@@ -186,6 +179,25 @@ func grantedClaims(t *testing.T, consumers ...ledger.Consumer) (map[ledger.Bucke
 		}
 	}
 	return held, namespaces
+}
+
+// listGranted lists the Granted claims that are not being deleted.
+func listGranted(t *testing.T) []*quotav1alpha1.ResourceClaim {
+	t.Helper()
+	var claims quotav1alpha1.ResourceClaimList
+	if err := k8s.List(ctx, &claims); err != nil {
+		t.Fatal(err)
+	}
+	var out []*quotav1alpha1.ResourceClaim
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		cond := meta.FindStatusCondition(c.Status.Conditions, quotav1alpha1.ConditionGranted)
+		if cond == nil || cond.Status != metav1.ConditionTrue || c.DeletionTimestamp != nil {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // consumerBuckets lists the buckets of the consumers.
@@ -205,27 +217,33 @@ func consumerBuckets(t *testing.T, consumers ...ledger.Consumer) []quotav1alpha1
 }
 
 // observeClaims counts the consumers' Granted claims into their buckets as
-// the observer does (a Granted claim counts its requests; its fold id is its
-// uid), writing through the stand-in's ledger. The manager alone leaves a
-// Granted claim as a reservation; this is what turns it into allocated.
+// the observer does (a Granted claim counts its requests, package
+// counting's Amounts, summed by a counting.Tally; its fold id is its uid),
+// writing through the stand-in's ledger. The manager alone leaves a Granted
+// claim as a reservation; this is what turns it into allocated.
 func observeClaims(t *testing.T, consumers ...ledger.Consumer) {
 	t.Helper()
-	held, namespaces := grantedClaims(t, consumers...)
-	observations := map[ledger.BucketKey]ledger.Observation{}
-	for _, b := range consumerBuckets(t, consumers...) {
-		observations[ledgerconv.KeyOf(&b)] = ledger.Observation{}
-	}
-	for key, byID := range held {
-		o := ledger.Observation{ByNamespace: map[string]int64{}}
-		for id, amount := range byID {
-			o.Allocated += amount
-			o.ByNamespace[namespaces[id]] += amount
-			o.Count++
-			o.Fold = append(o.Fold, id)
+	tally := counting.NewTally()
+	for _, c := range listGranted(t) {
+		lc := controllers.LedgerClaim(c)
+		amounts, err := counting.Amounts([]ledger.Claim{lc})
+		if err != nil {
+			t.Fatalf("claim %s/%s: %v", c.Namespace, c.Name, err)
 		}
-		observations[key] = o
+		maps.DeleteFunc(amounts, func(key ledger.BucketKey, _ int64) bool { return !slices.Contains(consumers, key.Consumer) })
+		tally.Set(lc.ID, counting.Object{UID: lc.ID, Generation: c.Generation, Namespace: c.Namespace, Amounts: amounts})
 	}
-	for key, o := range observations {
+	keys := tally.Buckets()
+	for _, b := range consumerBuckets(t, consumers...) {
+		keys = append(keys, ledgerconv.KeyOf(&b)) // a bucket no claim counts in any more: zero
+	}
+	slices.SortFunc(keys, counting.CompareKeys)
+	for _, key := range slices.Compact(keys) {
+		o, err := tally.Observation(key)
+		if err != nil {
+			t.Fatalf("observe %s {%s}: %v", key.ResourceType, key.Dimensions, err)
+		}
+		o.Fold = slices.Sorted(maps.Keys(o.Counted))
 		if _, err := obs.ledger.Observe(ctx, key, o); err != nil {
 			t.Fatalf("observe %s {%s}: %v", key.ResourceType, key.Dimensions, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/quotakeeper/quotakeeper/internal/counting"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 )
 
@@ -70,7 +71,7 @@ func BenchmarkRebuild(b *testing.B) {
 	var evalTime, decodeTime time.Duration
 	objects := 0
 	for b.Loop() {
-		tally, mu := NewTally(), sync.Mutex{}
+		tally, mu := counting.NewTally(), sync.Mutex{}
 		evalTime += run(perRound, func(i int) {
 			u := configMap(i)
 			claims, violations, err := p.evaluate(ctx, u, mapping, ns)
@@ -78,13 +79,13 @@ func BenchmarkRebuild(b *testing.B) {
 				b.Errorf("object %d: claims %v, violations %v, err %v", i, claims, violations, err)
 				return
 			}
-			amounts, err := Amounts([]ledger.Claim{claims[0].Claim})
+			amounts, err := counting.Amounts([]ledger.Claim{claims[0].Claim})
 			if err != nil {
 				b.Error(err)
 				return
 			}
 			mu.Lock()
-			tally.Set(fmt.Sprint("ConfigMap/team-a/cm-", i), Object{UID: string(u.GetUID()), Namespace: "team-a", Amounts: amounts})
+			tally.Set(fmt.Sprint("ConfigMap/team-a/cm-", i), counting.Object{UID: string(u.GetUID()), Namespace: "team-a", Amounts: amounts})
 			mu.Unlock()
 		})
 		decodeTime += run(perRound, func(i int) {

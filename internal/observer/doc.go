@@ -11,7 +11,7 @@
 // admission would reserve (a QuotaClaimPolicy constraint's builtin renders
 // its ClaimCreationPolicy from the policies this process holds, package
 // claimpolicies over the manager's cache, with no requester: an empty
-// user). It keeps per object what it counts (Tally),
+// user). It keeps per object what it counts (counting.Tally),
 // and writes each changed bucket through ledger.Observe at most once per
 // write interval, with the latest sums. In the same write it removes the
 // reservations it now counts (fold) and those that expired with no object
@@ -23,6 +23,8 @@
 // It is separate from package controllers because it is not a reconciler
 // of one kind: it watches templates, constraints, every kind they match,
 // namespaces, claims and buckets, and its state is a whole-cluster tally
-// rebuilt from informers, not a per-object reconcile. Its pure part (Tally,
-// Amounts, PlanReservations, Expired) is tested without a cluster.
+// rebuilt from informers, not a per-object reconcile. What it counts by
+// (what an object counts, the sums, which reservations a write folds or
+// expires) is package counting's rule, pure and tested without a cluster,
+// which quotactl's suites count by too.
 package observer

@@ -21,6 +21,7 @@ import (
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/counted"
+	"github.com/quotakeeper/quotakeeper/internal/counting"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
@@ -317,10 +318,10 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 				return err
 			}
 		}
-		amounts = keepCounting(before, amounts)
+		amounts = counting.KeepCounting(before, amounts)
 		o.cannotCount(it, violations, before)
 	}
-	o.recordAt(it, Object{UID: string(u.GetUID()), Generation: u.GetGeneration(), Namespace: it.namespace, Amounts: amounts}, &at)
+	o.recordAt(it, counting.Object{UID: string(u.GetUID()), Generation: u.GetGeneration(), Namespace: it.namespace, Amounts: amounts}, &at)
 	switch {
 	case len(violations) > 0 && keptViews != nil:
 		o.setViews(it.ref(), keptViews)
@@ -342,32 +343,13 @@ func (o *Observer) processObject(ctx context.Context, it item) error {
 	return nil
 }
 
-// keepCounting is what an object counts when a constraint cannot count it
-// (a ClaimCreationPolicy edited so that it no longer renders for the
-// object, an amount that is no longer a number): at least what it counted
-// before in every bucket. That constraint's part is unknown, and counting
-// it as 0 would hand the tenant quota it still holds; admission denies the
-// object's creates and updates with the same message meanwhile. Another
-// constraint's part that shrank at the same evaluation is kept too, until
-// the object can be counted again: never less than the object uses.
-func keepCounting(before, now map[ledger.BucketKey]int64) map[ledger.BucketKey]int64 {
-	if len(before) == 0 {
-		return now
-	}
-	kept := maps.Clone(before)
-	for key, amount := range now {
-		kept[key] = max(kept[key], amount)
-	}
-	return kept
-}
-
 // cannotCount reports an object some constraint cannot count: on the
 // ClaimCreationPolicy the constraint enforces, or on the constraint.
 func (o *Observer) cannotCount(it item, violations []violation, kept map[ledger.BucketKey]int64) {
 	keeps := "it counts nothing"
 	if len(kept) > 0 {
 		var parts []string
-		for _, key := range slices.SortedFunc(maps.Keys(kept), compareKeys) {
+		for _, key := range slices.SortedFunc(maps.Keys(kept), counting.CompareKeys) {
 			parts = append(parts, fmt.Sprintf("%d of %s for %s %s", kept[key], key.ResourceType, key.Consumer.Kind, key.Consumer.Name))
 		}
 		keeps = "it keeps counting what it counted: " + strings.Join(parts, ", ")
@@ -422,7 +404,7 @@ func (o *Observer) processClaim(ctx context.Context, it item) error {
 	if err != nil {
 		return err
 	}
-	o.record(it, Object{UID: string(c.UID), Generation: c.Generation, Namespace: c.Namespace, Amounts: ClaimAmounts(c)})
+	o.record(it, counting.Object{UID: string(c.UID), Generation: c.Generation, Namespace: c.Namespace, Amounts: ClaimAmounts(c)})
 	o.evaluated(it, anyPolicy) // a claim counts its requests, whatever the policy
 	return nil
 }
@@ -441,7 +423,7 @@ func (o *Observer) viewedAmounts(ctx context.Context, uid types.UID) (map[ledger
 	kept := []desiredView{}
 	for i := range views.Items {
 		v := &views.Items[i]
-		a, err := Amounts([]ledger.Claim{claimOf(v)})
+		a, err := counting.Amounts([]ledger.Claim{claimOf(v)})
 		if err != nil {
 			continue
 		}
@@ -473,7 +455,7 @@ func ClaimAmounts(c *quotav1alpha1.ResourceClaim) map[ledger.BucketKey]int64 {
 	if quotav1alpha1.IsView(c.Labels) || !quotav1alpha1.IsTrue(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation) {
 		return nil
 	}
-	amounts, err := Amounts([]ledger.Claim{claimOf(c)})
+	amounts, err := counting.Amounts([]ledger.Claim{claimOf(c)})
 	if err != nil {
 		return nil // the ledger refused such a claim: it holds nothing
 	}
@@ -490,12 +472,12 @@ func claimOf(c *quotav1alpha1.ResourceClaim) ledger.Claim {
 	return claim
 }
 
-func (o *Observer) record(it item, obj Object) { o.recordAt(it, obj, nil) }
+func (o *Observer) record(it item, obj counting.Object) { o.recordAt(it, obj, nil) }
 
 // recordAt records obj and, when at is not nil, what it was evaluated from,
 // at one moment: a write that finds the stamp (a namespace move's fold,
 // moveOf) finds what it counts in the tally.
-func (o *Observer) recordAt(it item, obj Object, at *stamp) {
+func (o *Observer) recordAt(it item, obj counting.Object, at *stamp) {
 	o.mu.Lock()
 	changed := o.tally.Set(it.ref(), obj)
 	o.known[it.ref()] = it

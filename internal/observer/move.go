@@ -19,6 +19,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/internal/claimpolicies"
+	"github.com/quotakeeper/quotakeeper/internal/counting"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
@@ -170,11 +171,7 @@ func (m *MoveCounter) loadPolicy(ctx context.Context) (*policy, error) {
 
 // recordedAmounts is Amounts of the claims an evaluation recorded.
 func recordedAmounts(claims []builtins.RecordedClaim) (map[ledger.BucketKey]int64, error) {
-	ledgerClaims := make([]ledger.Claim, len(claims))
-	for i, c := range claims {
-		ledgerClaims[i] = c.Claim
-	}
-	return Amounts(ledgerClaims)
+	return counting.Amounts(builtins.ClaimsOf(claims))
 }
 
 // moveState is what the observer knows of a namespace a move reservation
@@ -235,7 +232,7 @@ func (o *Observer) moveOf(ctx context.Context, r ledger.Reservation) (moveState,
 // planMoves sorts a bucket's move reservations out of reservations: those
 // to fold and expire, how many expired ones wait for their namespace, and
 // the earliest expiry of those kept. It returns the other reservations.
-func (o *Observer) planMoves(ctx context.Context, reservations []ledger.Reservation, notBefore map[string]time.Time, now time.Time) (rest []ledger.Reservation, p Plan, waiting int, err error) {
+func (o *Observer) planMoves(ctx context.Context, reservations []ledger.Reservation, notBefore map[string]time.Time, now time.Time) (rest []ledger.Reservation, p counting.Plan, waiting int, err error) {
 	for _, r := range reservations {
 		if _, _, ok := ledger.NamespaceMoveFor(r.ClaimID); !ok {
 			rest = append(rest, r)
@@ -243,9 +240,9 @@ func (o *Observer) planMoves(ctx context.Context, reservations []ledger.Reservat
 		}
 		st, err := o.moveOf(ctx, r)
 		if err != nil {
-			return nil, Plan{}, 0, err
+			return nil, counting.Plan{}, 0, err
 		}
-		at := expiresAt(r, notBefore)
+		at := counting.ExpiresAt(r, notBefore)
 		switch {
 		case st.counted:
 			p.Fold = append(p.Fold, r.ClaimID)

@@ -24,6 +24,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/internal/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/internal/counted"
+	"github.com/quotakeeper/quotakeeper/internal/counting"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/metrics"
 )
@@ -157,7 +158,7 @@ type Observer struct {
 	views      *viewSet // guarded by mu
 
 	mu        sync.Mutex
-	tally     *Tally
+	tally     *counting.Tally
 	known     map[string]item                        // tally refs
 	stamps    map[string]stamp                       // what each tally ref was evaluated from
 	watched   map[schema.GroupKind]*meta.RESTMapping // kinds with an informer
@@ -167,7 +168,7 @@ type Observer struct {
 	informed  map[schema.GroupVersionKind]bool       // informers with our handler
 	lastWrite map[ledger.BucketKey]time.Time
 	// reservationClock: when this observer first saw each reservation.
-	reservationClock *ReservationClock
+	reservationClock *counting.ReservationClock
 	// For the observer lag metric: when each queued object or claim event
 	// arrived, and since when each bucket has had a change to write.
 	eventAt    map[item]time.Time
@@ -211,14 +212,14 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		opts: opts, cache: mgr.GetCache(), client: mgr.GetClient(), live: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), policy: p,
 		log:              mgr.GetLogger().WithName("observer"),
 		recorder:         mgr.GetEventRecorder("quotakeeper-observer"),
-		tally:            NewTally(),
+		tally:            counting.NewTally(),
 		known:            map[string]item{},
 		stamps:           map[string]stamp{},
 		watched:          map[schema.GroupKind]*meta.RESTMapping{},
 		whole:            map[schema.GroupKind]bool{},
 		informed:         map[schema.GroupVersionKind]bool{},
 		lastWrite:        map[ledger.BucketKey]time.Time{},
-		reservationClock: NewReservationClock(opts.MinReservationAge),
+		reservationClock: counting.NewReservationClock(opts.MinReservationAge),
 		eventAt:          map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
 		writing:  map[ledger.BucketKey]time.Time{},
 		versions: map[string]string{}, recounts: map[string]*recount{}, stamped: map[string]string{},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/internal/localcluster"
+	quotarego "github.com/quotakeeper/quotakeeper/rego"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -117,4 +118,22 @@ func sampleQuotaEntity(tb testing.TB) (p *policy, tmpl, constraint *unstructured
 		tb.Fatal(err)
 	}
 	return p, objs[0], objs[1]
+}
+
+func TestShippedTemplatesAreQuotaTemplates(t *testing.T) {
+	for _, name := range []string{"quotaentity", "quotaallocation"} {
+		objs, err := localcluster.ReadObjects(filepath.Join("..", "..", "templates", name, "template.yaml"))
+		if err != nil || len(objs) != 1 {
+			t.Fatalf("%s: %v (%d objects)", name, err, len(objs))
+		}
+		if !quotarego.IsQuotaTemplate(objs[0]) {
+			t.Errorf("%s is not recognised as a quota template", name)
+		}
+	}
+	other := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"targets": []any{
+		map[string]any{"rego": "package k8srequiredlabels", "libs": []any{"package lib.helpers"}},
+	}}}}
+	if quotarego.IsQuotaTemplate(other) {
+		t.Error("a template without lib.quota is recognised as a quota template")
+	}
 }

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/internal/counting"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
@@ -95,7 +96,7 @@ func (o *Observer) foldCreated(ctx context.Context, b *quotav1alpha1.AllowanceBu
 			return err
 		}
 		if u == nil || string(u.GetUID()) != uid {
-			if !now.Before(expiresAt(r, notBefore)) {
+			if !now.Before(counting.ExpiresAt(r, notBefore)) {
 				expire = append(expire, r.ClaimID)
 			}
 			continue
@@ -107,7 +108,7 @@ func (o *Observer) foldCreated(ctx context.Context, b *quotav1alpha1.AllowanceBu
 		// In the tally before the fold: the first write after the rebuild
 		// sets allocated from the tally, and must count what was folded
 		// even if the object's own event is still queued.
-		o.record(it, Object{UID: uid, Generation: u.GetGeneration(), Namespace: u.GetNamespace(), Amounts: amounts})
+		o.record(it, counting.Object{UID: uid, Generation: u.GetGeneration(), Namespace: u.GetNamespace(), Amounts: amounts})
 		created = append(created, ledger.Created{UID: uid, Generation: u.GetGeneration(), Namespace: u.GetNamespace(), Amount: amounts[key]})
 	}
 	if len(created) == 0 && len(expire) == 0 {
@@ -175,11 +176,7 @@ func (o *Observer) counts(ctx context.Context, u *unstructured.Unstructured) (it
 	if err != nil || len(violations) > 0 {
 		return it, nil, false, err
 	}
-	ledgerClaims := make([]ledger.Claim, len(claims))
-	for i, c := range claims {
-		ledgerClaims[i] = c.Claim
-	}
-	amounts, err := Amounts(ledgerClaims)
+	amounts, err := recordedAmounts(claims)
 	if err != nil {
 		return it, nil, false, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/api/names"
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/counting"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 )
@@ -116,7 +117,7 @@ func splitClaim(c ledger.Claim) []*viewPart {
 		sums[key] = sum
 	}
 	var parts []*viewPart
-	for _, key := range slices.SortedFunc(maps.Keys(sums), compareKeys) {
+	for _, key := range slices.SortedFunc(maps.Keys(sums), counting.CompareKeys) {
 		i := slices.IndexFunc(parts, func(p *viewPart) bool {
 			return p.consumer == key.Consumer && !slices.ContainsFunc(slices.Collect(maps.Keys(p.amounts)),
 				func(k ledger.BucketKey) bool { return k.ResourceType == key.ResourceType })
@@ -132,7 +133,7 @@ func splitClaim(c ledger.Claim) []*viewPart {
 
 func (p *viewPart) keys() []ledger.BucketKey {
 	return slices.SortedFunc(maps.Keys(p.amounts), func(a, b ledger.BucketKey) int {
-		return cmp.Or(cmp.Compare(a.ResourceType, b.ResourceType), compareKeys(a, b))
+		return cmp.Or(cmp.Compare(a.ResourceType, b.ResourceType), counting.CompareKeys(a, b))
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/internal/counting"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	"github.com/quotakeeper/quotakeeper/internal/metrics"
@@ -55,7 +56,7 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 	}
 	o.mu.Lock()
 	obs, err := o.tally.Observation(key)
-	plan := PlanReservations(o.tally, key, others, notBefore, now).with(moves)
+	plan := counting.PlanReservations(o.tally, key, others, notBefore, now).With(moves)
 	// This write carries every change made to the tally so far.
 	since, changed := o.dirtySince[key]
 	delete(o.dirtySince, key)
@@ -84,7 +85,7 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 			o.stillDirty(key, since, changed)
 			return err
 		}
-		if Expired(r, live) {
+		if counting.Expired(r, live) {
 			plan.Expire = append(plan.Expire, r.ClaimID)
 		} else {
 			kept++
@@ -174,7 +175,7 @@ const reasonReservationExpired = "ReservationExpired"
 
 // lookup reads a reservation's object from the API server (a lagging cache
 // would expire reservations of objects just created).
-func (o *Observer) lookup(ctx context.Context, ref ledger.ObjectRef) (Live, error) {
+func (o *Observer) lookup(ctx context.Context, ref ledger.ObjectRef) (counting.Live, error) {
 	gk := schema.GroupKind{Group: ref.APIGroup, Kind: ref.Kind}
 	o.mu.Lock()
 	_, watched := o.watched[gk]
@@ -182,7 +183,7 @@ func (o *Observer) lookup(ctx context.Context, ref ledger.ObjectRef) (Live, erro
 	if gk == claimGVK.GroupKind() {
 		watched = true
 	}
-	live := Live{Watched: watched}
+	live := counting.Live{Watched: watched}
 	obj := &metav1.PartialObjectMetadata{}
 	found, err := o.liveGet(ctx, ref, obj)
 	if !found {

@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"path"
 	"slices"
-	"strings"
+	"time"
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/verify"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/internal/claimpolicies"
+	"github.com/quotakeeper/quotakeeper/internal/counting"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 )
 
@@ -28,26 +28,22 @@ import (
 // objects count, reserved what is still in flight.
 
 // cluster is what a case's steps share: the ledger admission reserves in,
-// its store, the ClaimCreationPolicies, the units, and the objects a cluster
-// would now hold.
+// its store, the ClaimCreationPolicies, the units, the objects a cluster
+// would now hold, and what each counts, as the observer keeps it.
 type cluster struct {
 	ledger   *ledger.Ledger
 	store    ledger.Store
 	policies *claimpolicies.Set
-	units    builtins.UnitSource   // the quota files' registrations
-	objects  map[string]liveObject // by uid
+	units    builtins.UnitSource                   // the quota files' registrations
+	objects  map[string]*unstructured.Unstructured // by uid
+	// tally is what the objects count, by uid: the observer's state, summed
+	// and folded by the observer's rule (package counting).
+	tally *counting.Tally
 }
 
 // env is what the builtins decide against in the case, reserving in l.
 func (cl *cluster) env(l *ledger.Ledger) *builtins.Env {
 	return &builtins.Env{Ledger: l, ClaimPolicies: cl.policies, Units: cl.units}
-}
-
-// liveObject is one admitted object as the cluster now holds it, and what
-// it counts, as the observer keeps it.
-type liveObject struct {
-	object *unstructured.Unstructured
-	counts map[ledger.BucketKey]int64
 }
 
 // observeUID is the request uid of the review that measures an object.
@@ -81,20 +77,24 @@ func (r *Runner) observe(ctx context.Context, s *Suite, t *Test, c *Case, st Ste
 		if !ok {
 			return nil // a workload this case never created: nothing it counts changes
 		}
-		obj = scaled(live.object, obj)
+		obj = scaled(live, obj)
 	}
-	before := cl.objects[uid].counts
+	// Every bucket the object counted or counts in is written, changed or
+	// not: a write also folds the reservations its figures now count.
+	before := cl.tally.Amounts(uid)
 	if admissionv1.Operation(a.Operation) == admissionv1.Delete {
 		delete(cl.objects, uid)
+		cl.tally.Remove(uid)
 	} else {
-		counts, err := r.measure(ctx, s, t, c, st, obj, cl)
+		counts, err := r.measure(ctx, s, t, c, st, obj, before)
 		if err != nil {
 			return err
 		}
-		cl.objects[uid] = liveObject{object: obj, counts: counts}
+		cl.objects[uid] = obj
+		cl.tally.Set(uid, counting.Object{UID: uid, Generation: obj.GetGeneration(), Namespace: obj.GetNamespace(), Amounts: counts})
 	}
-	keys := slices.Concat(slices.Collect(maps.Keys(before)), slices.Collect(maps.Keys(cl.objects[uid].counts)))
-	slices.SortFunc(keys, func(a, b ledger.BucketKey) int { return strings.Compare(a.Name(), b.Name()) })
+	keys := slices.Concat(slices.Collect(maps.Keys(before)), slices.Collect(maps.Keys(cl.tally.Amounts(uid))))
+	slices.SortFunc(keys, counting.CompareKeys)
 	for _, key := range slices.Compact(keys) {
 		if err := cl.write(ctx, key); err != nil {
 			return fmt.Errorf("observing %s: %w", key, err)
@@ -157,85 +157,52 @@ func (r *Runner) admitted(ctx context.Context, s *Suite, t *Test, c *Case, st St
 }
 
 // measure is what obj counts against each bucket, found the way the
-// observer finds it: the constraint evaluated on the object as a CREATE.
-// Here the CREATE reserves in a ledger without limits, whose reservations
-// under the object's uid are its counts. A review with violations (a
-// consumer that cannot be found) counts nothing.
-func (r *Runner) measure(ctx context.Context, s *Suite, t *Test, c *Case, st Step, obj *unstructured.Unstructured, cl *cluster) (map[ledger.BucketKey]int64, error) {
+// observer finds it: the constraint evaluated on the object as a CREATE,
+// with the builtins in observe mode (builtins.WithRecorder: quota.reserve
+// records the claims it is asked for and grants them), the claims combined
+// by counting.Amounts. A review with violations (a constraint that cannot
+// count the object) keeps at least what the object counted before
+// (counting.KeepCounting), as the observer does.
+func (r *Runner) measure(ctx context.Context, s *Suite, t *Test, c *Case, st Step, obj *unstructured.Unstructured, before map[ledger.BucketKey]int64) (map[ledger.BucketKey]int64, error) {
 	object, err := r.writeReview(s, obj, &Admission{UID: observeUID}, nil)
 	if err != nil {
 		return nil, err
 	}
-	store := &recordingStore{Store: ledger.NewMemoryStore()}
-	ctx = builtins.WithEnv(ctx, cl.env(ledger.New(store, unlimited{})))
+	rec := &builtins.Recorder{}
 	no := intstr.FromString("no")
-	if _, err := r.review(ctx, s, t, c.Name+"#observe", object, c, st, []verify.Assertion{{Violations: &no}}); err != nil {
+	cr, err := r.review(builtins.WithRecorder(ctx, rec), s, t, c.Name+"#observe", object, c, st, []verify.Assertion{{Violations: &no}})
+	if err != nil {
 		return nil, err
 	}
-	counts := map[ledger.BucketKey]int64{}
-	for _, key := range store.keys {
-		b, _, err := store.Get(ctx, key)
-		if err != nil {
-			return nil, err
-		}
-		if res, ok := b.Reservations[string(obj.GetUID())]; ok {
-			counts[key] = res.Amount
-		}
+	counts, err := counting.Amounts(builtins.ClaimsOf(rec.Claims))
+	if err != nil {
+		return nil, fmt.Errorf("what %s counts: %w", obj.GetName(), err)
+	}
+	if cr.Error != nil {
+		counts = counting.KeepCounting(before, counts)
 	}
 	return counts, nil
 }
 
-// write gives the bucket the sums over the case's objects, folding the
-// reservations of the objects it counts, by the observer's rule
-// (ledger.Reservation.FoldedBy).
+// write gives the bucket the sums over the case's objects and folds the
+// reservations they now count, as the observer's write does
+// (counting.PlanReservations). Nothing expires here: a case has no clock
+// that passes a reservation's expiry, and no live object to read.
 func (cl *cluster) write(ctx context.Context, key ledger.BucketKey) error {
-	obs := ledger.Observation{ByNamespace: map[string]int64{}}
-	counted := map[string]ledger.CountedAt{}
-	for uid, o := range cl.objects {
-		amount, ok := o.counts[key]
-		if !ok {
-			continue
-		}
-		var err error
-		if obs.Allocated, err = ledger.Add(obs.Allocated, amount); err != nil {
-			return err
-		}
-		obs.ByNamespace[o.object.GetNamespace()] += amount // bounded by Allocated
-		obs.Count++
-		counted[uid] = ledger.CountedAt{Generation: o.object.GetGeneration(), Amount: amount}
+	obs, err := cl.tally.Observation(key)
+	if err != nil {
+		return err
 	}
 	b, _, err := cl.store.Get(ctx, key)
 	if err != nil {
 		return err
 	}
+	reservations := make([]ledger.Reservation, 0, len(b.Reservations))
 	for id, res := range b.Reservations {
-		uid, _, _ := ledger.ReservationFor(id)
-		if c, counts := counted[uid]; counts && res.FoldedBy(c) {
-			obs.Fold = append(obs.Fold, id)
-		}
+		res.ClaimID = id
+		reservations = append(reservations, res)
 	}
-	slices.Sort(obs.Fold)
+	obs.Fold = counting.PlanReservations(cl.tally, key, reservations, nil, time.Now()).Fold
 	_, err = cl.ledger.Observe(ctx, key, obs)
 	return err
-}
-
-// recordingStore remembers the buckets written through it.
-type recordingStore struct {
-	ledger.Store
-	keys []ledger.BucketKey
-}
-
-func (s *recordingStore) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*ledger.Bucket) error) (ledger.Bucket, error) {
-	if !slices.Contains(s.keys, key) {
-		s.keys = append(s.keys, key)
-	}
-	return s.Store.Apply(ctx, key, mutate)
-}
-
-// unlimited grants every bucket the largest limit, so a measuring review
-// is never refused.
-type unlimited struct{}
-
-func (unlimited) GrantsFor(c ledger.Consumer, resourceType string) []ledger.Grant {
-	return []ledger.Grant{{ID: "unlimited", Consumer: c, ResourceType: resourceType, Amount: math.MaxInt64}}
 }

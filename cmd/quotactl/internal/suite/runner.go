@@ -12,9 +12,11 @@ import (
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator"
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/gator/verify"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/quotakeeper/quotakeeper/cmd/quotactl/internal/quotafile"
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
+	"github.com/quotakeeper/quotakeeper/internal/counting"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/validation"
 )
@@ -199,7 +201,7 @@ func (r *Runner) caseCluster(s *Suite, t *Test, c *Case) (*cluster, error) {
 		return nil, err
 	}
 	store := ledger.NewMemoryStore()
-	return &cluster{ledger: ledger.New(store, grants), store: store, policies: set.ClaimPolicies(), units: &set, objects: map[string]liveObject{}}, nil
+	return &cluster{ledger: ledger.New(store, grants), store: store, policies: set.ClaimPolicies(), units: &set, objects: map[string]*unstructured.Unstructured{}, tally: counting.NewTally()}, nil
 }
 
 // stepObject is the file gator reviews for st: its object, or, with an

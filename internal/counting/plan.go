@@ -1,6 +1,7 @@
-package observer
+package counting
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -36,6 +37,25 @@ func Amounts(claims []ledger.Claim) (map[ledger.BucketKey]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// KeepCounting is what an object counts when a constraint cannot count it
+// (a ClaimCreationPolicy edited so that it no longer renders for the
+// object, an amount that is no longer a number): at least what it counted
+// before in every bucket. That constraint's part is unknown, and counting
+// it as 0 would hand the tenant quota it still holds; admission denies the
+// object's creates and updates with the same message meanwhile. Another
+// constraint's part that shrank at the same evaluation is kept too, until
+// the object can be counted again: never less than the object uses.
+func KeepCounting(before, now map[ledger.BucketKey]int64) map[ledger.BucketKey]int64 {
+	if len(before) == 0 {
+		return now
+	}
+	kept := maps.Clone(before)
+	for key, amount := range now {
+		kept[key] = max(kept[key], amount)
+	}
+	return kept
 }
 
 // Plan is what to do with one bucket's reservations.
@@ -92,9 +112,9 @@ func (c *ReservationClock) NotBefore(key ledger.BucketKey, reservations []ledger
 	return notBefore
 }
 
-// expiresAt is when the observer may treat r as expired: its expiresAt, but
-// never before notBefore says.
-func expiresAt(r ledger.Reservation, notBefore map[string]time.Time) time.Time {
+// ExpiresAt is when the observer may treat r as expired: its expiresAt, but
+// never before notBefore says (from a ReservationClock).
+func ExpiresAt(r ledger.Reservation, notBefore map[string]time.Time) time.Time {
 	if t, ok := notBefore[r.ClaimID]; ok && t.After(r.ExpiresAt) {
 		return t
 	}
@@ -116,7 +136,7 @@ func PlanReservations(t *Tally, key ledger.BucketKey, reservations []ledger.Rese
 	var p Plan
 	for _, r := range reservations {
 		uid, g, _ := ledger.ReservationFor(r.ClaimID)
-		at := expiresAt(r, notBefore)
+		at := ExpiresAt(r, notBefore)
 		expired := !now.Before(at)
 		if counted, ok := t.Counted(key, uid); ok && r.FoldedBy(counted) {
 			p.Fold = append(p.Fold, r.ClaimID)
@@ -139,8 +159,10 @@ func PlanReservations(t *Tally, key ledger.BucketKey, reservations []ledger.Rese
 	return p
 }
 
-// with is p and q's decisions together.
-func (p Plan) with(q Plan) Plan {
+// With is p and q's decisions together: a bucket's write plans its
+// namespace moves' reservations apart from the others (package observer)
+// and folds and expires both at once.
+func (p Plan) With(q Plan) Plan {
 	p.Fold = slices.Sorted(slices.Values(append(p.Fold, q.Fold...)))
 	p.Expire = slices.Sorted(slices.Values(append(p.Expire, q.Expire...)))
 	p.Check = append(p.Check, q.Check...)

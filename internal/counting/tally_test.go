@@ -1,21 +1,17 @@
-package observer
+package counting
 
 import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
-	"github.com/quotakeeper/quotakeeper/internal/localcluster"
-	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 
 var (
@@ -117,7 +113,7 @@ func TestTallySumsMovesAndForgets(t *testing.T) {
 		},
 	} {
 		got := s.do()
-		if diff := cmp.Diff(s.changed, got, cmpopts.SortSlices(func(a, b ledger.BucketKey) bool { return compareKeys(a, b) < 0 })); diff != "" {
+		if diff := cmp.Diff(s.changed, got, cmpopts.SortSlices(func(a, b ledger.BucketKey) bool { return CompareKeys(a, b) < 0 })); diff != "" {
 			t.Errorf("%s: changed buckets (-want +got):\n%s", s.name, diff)
 		}
 		for key, want := range s.want {
@@ -339,24 +335,6 @@ func TestExpired(t *testing.T) {
 	}
 }
 
-func TestShippedTemplatesAreQuotaTemplates(t *testing.T) {
-	for _, name := range []string{"quotaentity", "quotaallocation"} {
-		objs, err := localcluster.ReadObjects(filepath.Join("..", "..", "templates", name, "template.yaml"))
-		if err != nil || len(objs) != 1 {
-			t.Fatalf("%s: %v (%d objects)", name, err, len(objs))
-		}
-		if !quotarego.IsQuotaTemplate(objs[0]) {
-			t.Errorf("%s is not recognised as a quota template", name)
-		}
-	}
-	other := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"targets": []any{
-		map[string]any{"rego": "package k8srequiredlabels", "libs": []any{"package lib.helpers"}},
-	}}}}
-	if quotarego.IsQuotaTemplate(other) {
-		t.Error("a template without lib.quota is recognised as a quota template")
-	}
-}
-
 // An object a constraint cannot count keeps at least what it counted in
 // every bucket, and what the constraints that can count it ask for more.
 func TestKeepCountingNeverCountsLess(t *testing.T) {
@@ -371,11 +349,11 @@ func TestKeepCountingNeverCountsLess(t *testing.T) {
 	}
 	// The claim policy counting teamA cannot render; another constraint
 	// now asks 6 of acme and 1 of teamB.
-	got := keepCounting(before, map[ledger.BucketKey]int64{acme: 6, teamB: 1})
+	got := KeepCounting(before, map[ledger.BucketKey]int64{acme: 6, teamB: 1})
 	if want := map[ledger.BucketKey]int64{teamA: 4, acme: 6, teamB: 1}; !maps.Equal(got, want) {
 		t.Fatalf("KeepCounting %v, want %v", got, want)
 	}
-	if got := keepCounting(nil, map[ledger.BucketKey]int64{teamB: 1}); !maps.Equal(got, map[ledger.BucketKey]int64{teamB: 1}) {
+	if got := KeepCounting(nil, map[ledger.BucketKey]int64{teamB: 1}); !maps.Equal(got, map[ledger.BucketKey]int64{teamB: 1}) {
 		t.Fatalf("KeepCounting with nothing before: %v", got)
 	}
 }

@@ -1,4 +1,4 @@
-package observer
+package counting
 
 import (
 	"cmp"
@@ -9,7 +9,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 )
 
-// Object is what the observer knows of one live object: who it is, at which
+// Object is what a counter knows of one live object: who it is, at which
 // generation it was evaluated, and what it counts against each bucket.
 type Object struct {
 	UID        string
@@ -38,8 +38,9 @@ type tracked struct {
 }
 
 // Tally holds every evaluated object and, per bucket, the objects it
-// counts. It is the observer's whole state about usage; the ledger's
-// figures are derived from it (Observation). Not safe for concurrent use.
+// counts. It is a counter's whole state about usage (the observer's, a
+// quotactl suite case's); the ledger's figures are derived from it
+// (Observation). Not safe for concurrent use.
 type Tally struct {
 	// objects by a key naming the object (kind, namespace, name), so that a
 	// delete, which may come without the object, finds what it counted.
@@ -188,7 +189,7 @@ func (t *Tally) Refs() []string { return slices.Sorted(maps.Keys(t.objects)) }
 
 // Buckets returns every bucket some object counts in.
 func (t *Tally) Buckets() []ledger.BucketKey {
-	return slices.SortedFunc(maps.Keys(t.buckets), compareKeys)
+	return slices.SortedFunc(maps.Keys(t.buckets), CompareKeys)
 }
 
 // Counted reports at which generation, and at what amount, the object uid
@@ -244,7 +245,10 @@ func (t *Tally) Observation(key ledger.BucketKey) (ledger.Observation, error) {
 }
 
 func sortedKeys(set map[ledger.BucketKey]bool) []ledger.BucketKey {
-	return slices.SortedFunc(maps.Keys(set), compareKeys)
+	return slices.SortedFunc(maps.Keys(set), CompareKeys)
 }
 
-func compareKeys(a, b ledger.BucketKey) int { return cmp.Compare(a.String(), b.String()) }
+// CompareKeys orders bucket keys by their string form: the order Buckets,
+// Set and Remove return them in, for callers that sort keys of their own
+// alike.
+func CompareKeys(a, b ledger.BucketKey) int { return cmp.Compare(a.String(), b.String()) }

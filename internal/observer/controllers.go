@@ -5,11 +5,14 @@ package observer
 // metrics (controller_runtime_reconcile_total{controller=...}) every
 // controller has: observer-evaluate (templates, constraints, objects,
 // claims, resyncs), observer-write (buckets) and observer-views
-// (ResourceClaim views, when on). They are not built with a manager's
-// builder: they reconcile the observer's own keys (an item, a bucket key),
-// which its informers' handlers and its own code queue, and they start
-// only once the initial load is done (Start), which a manager's runnable
-// could not wait for.
+// (ResourceClaim views, when on). They are not the manager's: they
+// reconcile the observer's own keys (an item, a bucket key, a view name),
+// which its informers' handlers and its own code queue, and Start starts
+// them only once the initial load is done.
+//
+// A panic is the item's failure, as an error is: the item is retried with
+// backoff, and what it would have counted stays uncounted, so its recount,
+// if any, is not published (fail closed); the leading manager goes on.
 
 import (
 	"context"
@@ -75,10 +78,10 @@ func newController[T comparable](name string, workers int, skipNameValidation *b
 	return c, queue, nil
 }
 
-// counting is do as a reconciler that also counts each failure, a panic
-// included, in quotakeeper_observer_errors_total{operation}. A panic goes
-// on to the controller, which recovers it.
-func counting[T comparable](operation string, do func(context.Context, T) error) reconcile.TypedFunc[T] {
+// countFailures is do as a reconciler that also counts each failure, a
+// panic included, in quotakeeper_observer_errors_total{operation}. A panic
+// goes on to the controller, which recovers it.
+func countFailures[T comparable](operation string, do func(context.Context, T) error) reconcile.TypedFunc[T] {
 	return func(ctx context.Context, it T) (reconcile.Result, error) {
 		defer func() {
 			if r := recover(); r != nil {

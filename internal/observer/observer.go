@@ -276,13 +276,13 @@ func (o *Observer) NeedLeaderElection() bool { return true }
 // the informers' events wait there meanwhile.
 func (o *Observer) Start(ctx context.Context) error {
 	evaluate, evaluateQueue, err := newController(evaluateController, o.opts.Workers, o.skipNameValidation, o.log, logItem,
-		counting(metrics.OperationEvaluate, o.process))
+		countFailures(metrics.OperationEvaluate, o.process))
 	if err != nil {
 		return fmt.Errorf("observer: %w", err)
 	}
 	defer evaluateQueue.ShutDown() // in case the controller never starts
 	write, writeQueue, err := newController(writeController, 2, o.skipNameValidation, o.log, logBucket,
-		counting(metrics.OperationWrite, o.write))
+		countFailures(metrics.OperationWrite, o.write))
 	if err != nil {
 		return fmt.Errorf("observer: %w", err)
 	}

@@ -150,10 +150,7 @@ type Observer struct {
 	// made by Start.
 	events workqueue.TypedRateLimitingInterface[item]
 	writes workqueue.TypedRateLimitingInterface[ledger.BucketKey]
-	// skipNameValidation is the manager's setting for its controllers:
-	// tests build several observers' controllers in one process.
-	skipNameValidation *bool
-	ready              atomic.Bool
+	ready  atomic.Bool
 	// rebuilt is closed once ready: foldWhileRebuilding stops.
 	rebuilt chan struct{}
 
@@ -191,6 +188,9 @@ type Observer struct {
 	stamped   map[string]string
 	published counted.Record
 
+	// skipNameValidation is the manager's setting for its controllers:
+	// tests build several observers' controllers in one process.
+	skipNameValidation *bool
 	// beforeEvaluate, when set, is called before each object is
 	// evaluated. Tests only (export_test.go): set before Start.
 	beforeEvaluate func(item)
@@ -220,21 +220,21 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 	}
 	o := &Observer{
 		opts: opts, cache: mgr.GetCache(), client: mgr.GetClient(), live: mgr.GetAPIReader(), mapper: mgr.GetRESTMapper(), policy: p,
-		log:                mgr.GetLogger().WithName("observer"),
-		skipNameValidation: mgr.GetControllerOptions().SkipNameValidation,
-		recorder:           mgr.GetEventRecorder("quotakeeper-observer"),
-		tally:              NewTally(),
-		known:              map[string]item{},
-		stamps:             map[string]stamp{},
-		watched:            map[schema.GroupKind]*meta.RESTMapping{},
-		whole:              map[schema.GroupKind]bool{},
-		informed:           map[schema.GroupVersionKind]bool{},
-		lastWrite:          map[ledger.BucketKey]time.Time{},
-		reservationClock:   NewReservationClock(opts.MinReservationAge),
-		eventAt:            map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
+		log:              mgr.GetLogger().WithName("observer"),
+		recorder:         mgr.GetEventRecorder("quotakeeper-observer"),
+		tally:            NewTally(),
+		known:            map[string]item{},
+		stamps:           map[string]stamp{},
+		watched:          map[schema.GroupKind]*meta.RESTMapping{},
+		whole:            map[schema.GroupKind]bool{},
+		informed:         map[schema.GroupVersionKind]bool{},
+		lastWrite:        map[ledger.BucketKey]time.Time{},
+		reservationClock: NewReservationClock(opts.MinReservationAge),
+		eventAt:          map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
 		writing:  map[ledger.BucketKey]time.Time{},
 		versions: map[string]string{}, recounts: map[string]*recount{}, stamped: map[string]string{},
 	}
+	o.skipNameValidation = mgr.GetControllerOptions().SkipNameValidation
 	o.objects, err = cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultTransform: o.uncounted,

@@ -18,7 +18,8 @@
 // (expire): admission only reserves the in-flight window. With
 // Options.ObjectClaims it also writes one ResourceClaim per counted object
 // and consumer, a view of what the object counts (views.go, viewsync.go),
-// on a queue and client of its own.
+// on a queue and client of its own. The work runs on three controller-runtime
+// controllers (controllers.go): evaluate, write, views.
 //
 // It is separate from package controllers because it is not a reconciler
 // of one kind: it watches templates, constraints, every kind they match,

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/counted"
@@ -27,11 +29,12 @@ import (
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 
-// Evaluation: the queue of templates, constraints, objects and claims, and
-// what each event changes in the tally.
+// Evaluation: the evaluate controller's items (templates, constraints,
+// objects and claims), and what each event changes in the tally.
 
 // initialLoad loads every quota template and deny constraint and evaluates
-// every object and claim, synchronously, before the first write. The
+// every object and claim, synchronously, before the first write, through
+// evaluate's reconciler (its workers do not run yet). The
 // informers' handlers queue the same items again; processObject skips
 // what it has already evaluated unchanged. It returns the objects whose
 // evaluation failed: the versions loaded are published only once those are
@@ -43,7 +46,7 @@ import (
 // counting into the same bucket) would decide against less than the live
 // objects use. Gatekeeper makes a template's constraint kind moments after
 // the template; until then this waits, and nothing is written.
-func (o *Observer) initialLoad(ctx context.Context) (failed []item, err error) {
+func (o *Observer) initialLoad(ctx context.Context, evaluate controller.TypedController[item]) (failed []item, err error) {
 	templates := &unstructured.UnstructuredList{}
 	templates.SetGroupVersionKind(templateGVK.GroupVersion().WithKind(templateGVK.Kind + "List"))
 	if err := o.cache.List(ctx, templates); err != nil {
@@ -77,7 +80,7 @@ func (o *Observer) initialLoad(ctx context.Context) (failed []item, err error) {
 		pending = unwatched
 	}
 	for _, it := range o.constraintItems(ctx) {
-		if err := o.process(ctx, it); err != nil {
+		if err := evaluateNow(ctx, evaluate, it); err != nil {
 			// Not published, so not decided on either (package counted).
 			o.log.Error(err, "loading constraint", "kind", it.gvk.Kind, "name", it.name)
 		}
@@ -87,27 +90,24 @@ func (o *Observer) initialLoad(ctx context.Context) (failed []item, err error) {
 	// has made the observer ready.
 	go o.foldWhileRebuilding(ctx, o.rebuilt)
 	// Objects on every worker at once: a restart's rebuild is this loop.
-	items := o.objectItems(ctx, "")
-	next := make(chan item)
+	// Each goes through the evaluate controller's reconciler, which
+	// recovers a panic as that object's failure: one object that panics
+	// does not keep the observer from starting.
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range o.opts.Workers {
-		wg.Go(func() {
-			for it := range next {
-				if err := o.process(ctx, it); err != nil {
-					o.log.Error(err, "evaluating", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
-					mu.Lock()
-					failed = append(failed, it)
-					mu.Unlock()
-				}
+	var g errgroup.Group
+	g.SetLimit(o.opts.Workers)
+	for _, it := range o.objectItems(ctx, "") {
+		g.Go(func() error {
+			if err := evaluateNow(ctx, evaluate, it); err != nil {
+				o.log.Error(err, "evaluating", logItem(it)...)
+				mu.Lock()
+				failed = append(failed, it)
+				mu.Unlock()
 			}
+			return nil
 		})
 	}
-	for _, it := range items {
-		next <- it
-	}
-	close(next)
-	wg.Wait()
+	_ = g.Wait() // nil: failures are collected
 	return failed, nil
 }
 
@@ -235,6 +235,9 @@ func (o *Observer) processConstraint(ctx context.Context, it item) error {
 
 // processObject evaluates one object and records what it counts.
 func (o *Observer) processObject(ctx context.Context, it item) error {
+	if o.beforeEvaluate != nil {
+		o.beforeEvaluate(it)
+	}
 	// The policy version before anything is read: an evaluation that
 	// races a policy change is stamped with the older one, so it is done
 	// again and counts for no recount of the newer one.

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"k8s.io/client-go/tools/events"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
@@ -146,13 +147,16 @@ type Observer struct {
 	log      logr.Logger
 	recorder events.EventRecorder
 
+	// The queues of the evaluate and write controllers (controllers.go),
+	// made by Start.
 	events workqueue.TypedRateLimitingInterface[item]
 	writes workqueue.TypedRateLimitingInterface[ledger.BucketKey]
 	ready  atomic.Bool
 	// rebuilt is closed once ready: foldWhileRebuilding stops.
 	rebuilt chan struct{}
 
-	// ResourceClaim views (nil views: off).
+	// ResourceClaim views (nil views: off); viewQueue is the views
+	// controller's.
 	viewQueue  workqueue.TypedRateLimitingInterface[types.NamespacedName]
 	viewClient client.Client
 	views      *viewSet // guarded by mu
@@ -184,6 +188,13 @@ type Observer struct {
 	recounts  map[string]*recount
 	stamped   map[string]string
 	published counted.Record
+
+	// skipNameValidation is the manager's setting for its controllers:
+	// tests build several observers' controllers in one process.
+	skipNameValidation *bool
+	// beforeEvaluate, when set, is called before each object is
+	// evaluated. Tests only (export_test.go): set before Start.
+	beforeEvaluate func(item)
 }
 
 // New returns an Observer reading through mgr's cache. Add it to mgr. The
@@ -224,6 +235,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		writing:  map[ledger.BucketKey]time.Time{},
 		versions: map[string]string{}, recounts: map[string]*recount{}, stamped: map[string]string{},
 	}
+	o.skipNameValidation = mgr.GetControllerOptions().SkipNameValidation
 	o.objects, err = cache.New(mgr.GetConfig(), cache.Options{
 		HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultTransform: o.uncounted,
@@ -260,18 +272,35 @@ func (o *Observer) NeedLeaderElection() bool { return true }
 // Start runs the observer until ctx ends: it loads the policy, evaluates
 // every object, and only then writes, so no bucket is written from a
 // partial view; then it follows events, and re-evaluates everything every
-// Resync.
+// Resync. Its work runs on three controllers (controllers.go), started
+// once the initial load is done; their queues exist from the start, so
+// the informers' events wait there meanwhile.
 func (o *Observer) Start(ctx context.Context) error {
-	o.events = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[item](),
-		workqueue.TypedRateLimitingQueueConfig[item]{Name: "observer-events"})
-	o.writes = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[ledger.BucketKey](),
-		workqueue.TypedRateLimitingQueueConfig[ledger.BucketKey]{Name: "observer-writes"})
-	o.viewQueue = workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[types.NamespacedName](),
-		workqueue.TypedRateLimitingQueueConfig[types.NamespacedName]{Name: "observer-views"})
+	evaluate, evaluateQueue, err := newController(evaluateController, o.opts.Workers, o.skipNameValidation, o.log, logItem,
+		countFailures(metrics.OperationEvaluate, o.process))
+	if err != nil {
+		return fmt.Errorf("observer: %w", err)
+	}
+	defer evaluateQueue.ShutDown() // in case the controller never starts
+	write, writeQueue, err := newController(writeController, 2, o.skipNameValidation, o.log, logBucket,
+		countFailures(metrics.OperationWrite, o.write))
+	if err != nil {
+		return fmt.Errorf("observer: %w", err)
+	}
+	defer writeQueue.ShutDown()
+	o.events, o.writes = evaluateQueue, writeQueue
+	controllers := []manager.Runnable{evaluate, write}
+	if o.views != nil {
+		views, viewQueue, err := newController(viewsController, 2, o.skipNameValidation, o.log, logView,
+			reconcile.TypedFunc[types.NamespacedName](o.reconcileView))
+		if err != nil {
+			return fmt.Errorf("observer: %w", err)
+		}
+		defer viewQueue.ShutDown()
+		o.viewQueue = viewQueue
+		controllers = append(controllers, views)
+	}
 	o.rebuilt = make(chan struct{})
-	defer o.events.ShutDown()
-	defer o.writes.ShutDown()
-	defer o.viewQueue.ShutDown()
 
 	// The counted kinds' cache starts beside the observer (both after
 	// leader election); an informer got from it before it started would
@@ -286,7 +315,7 @@ func (o *Observer) Start(ctx context.Context) error {
 	if err := o.loadPublished(ctx); err != nil {
 		return fmt.Errorf("observer: the counted policy versions: %w", err)
 	}
-	failed, err := o.initialLoad(ctx)
+	failed, err := o.initialLoad(ctx, evaluate)
 	if err != nil {
 		return err
 	}
@@ -321,37 +350,22 @@ func (o *Observer) Start(ctx context.Context) error {
 	o.mu.Unlock()
 	o.log.Info("observing", "kinds", o.watchedKinds(), "objects", evaluated, "initialLoad", loadTime.Round(time.Millisecond).String())
 
-	evaluate := func(it item) error { return o.process(ctx, it) }
-	evaluateFailed := func(it item, err error) {
-		metrics.ObserverError(metrics.OperationEvaluate)
-		o.log.Error(err, "observing", "kind", it.gvk.Kind, "namespace", it.namespace, "name", it.name)
+	// The controllers stop, their workers done, once ctx ends; the first
+	// to fail stops the others and the observer.
+	g, ctx := errgroup.WithContext(ctx)
+	for _, c := range controllers {
+		g.Go(func() error { return c.Start(ctx) })
 	}
-	write := func(key ledger.BucketKey) error { return o.write(ctx, key) }
-	writeFailed := func(key ledger.BucketKey, err error) {
-		metrics.ObserverError(metrics.OperationWrite)
-		o.log.Error(err, "writing observed usage", "bucket", key.Name())
-	}
-	var wg sync.WaitGroup
-	for range o.opts.Workers {
-		wg.Go(func() {
-			for work(o.events, evaluate, evaluateFailed) {
-			}
-		})
-	}
-	for range 2 {
-		wg.Go(func() {
-			for work(o.writes, write, writeFailed) {
-			}
-		})
-	}
-	if o.views != nil {
-		for range 2 {
-			wg.Go(func() {
-				for o.nextView(ctx) {
-				}
-			})
-		}
-	}
+	g.Go(func() error {
+		o.tick(ctx)
+		return nil
+	})
+	return g.Wait()
+}
+
+// tick queues a resync every Resync and publishes the counted policy
+// versions, until ctx ends.
+func (o *Observer) tick(ctx context.Context) {
 	ticker := time.NewTicker(o.opts.Resync)
 	defer ticker.Stop()
 	publish := time.NewTicker(publishInterval)
@@ -359,11 +373,7 @@ func (o *Observer) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			o.events.ShutDown()
-			o.writes.ShutDown()
-			o.viewQueue.ShutDown()
-			wg.Wait()
-			return nil
+			return
 		case <-ticker.C:
 			o.events.Add(item{kind: itemResync})
 		case <-publish.C:
@@ -373,35 +383,4 @@ func (o *Observer) Start(ctx context.Context) error {
 			}
 		}
 	}
-}
-
-// work processes one item of q with fn, which a failure logs and retries
-// with q's backoff; false once q is shut down.
-func work[T comparable](q workqueue.TypedRateLimitingInterface[T], fn func(T) error, failed func(T, error)) bool {
-	it, shutdown := q.Get()
-	if shutdown {
-		return false
-	}
-	defer q.Done(it)
-	if err := recovered(fn, it); err != nil {
-		failed(it, err)
-		q.AddRateLimited(it)
-		return true
-	}
-	q.Forget(it)
-	return true
-}
-
-// recovered runs fn, turning a panic into an error: a panic evaluating one
-// object must not take down the leading manager (controller-runtime's
-// reconcilers recover the same way); the item is retried with backoff, and
-// what it would have counted stays uncounted, so its recount, if any, is
-// not published (fail closed).
-func recovered[T any](fn func(T) error, it T) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return fn(it)
 }

@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -732,6 +733,23 @@ func installPolicy(ctx context.Context, t *testing.T, env *testenv.Env) {
 // false.
 func startObserver(ctx context.Context, t *testing.T, env *testenv.Env, writerSynced func() bool) (*recordingWriter, func()) {
 	t.Helper()
+	return startObserverWith(ctx, t, env, observerSetup{writerSynced: writerSynced})
+}
+
+// observerSetup is what a test changes in what startObserverWith runs.
+type observerSetup struct {
+	// writerSynced: as startObserver's.
+	writerSynced func() bool
+	// manager, when set, changes the manager's options before it is made.
+	manager func(*ctrl.Options)
+	// observer, when set, changes the observer before it starts.
+	observer func(*observer.Observer)
+}
+
+// startObserverWith is startObserver, with setup's changes.
+func startObserverWith(ctx context.Context, t *testing.T, env *testenv.Env, setup observerSetup) (*recordingWriter, func()) {
+	t.Helper()
+	writerSynced := setup.writerSynced
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -739,7 +757,14 @@ func startObserver(ctx context.Context, t *testing.T, env *testenv.Env, writerSy
 	if err := quotav1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	opts := ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		// A test may run several observers, one after the other, in one
+		// process: the same controller names again.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}}
+	if setup.manager != nil {
+		setup.manager(&opts)
+	}
+	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -758,6 +783,9 @@ func startObserver(ctx context.Context, t *testing.T, env *testenv.Env, writerSy
 		Resync: resync, ObjectClaims: true, ObjectClaimsQPS: 200, MinReservationAge: time.Second})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup.observer != nil {
+		setup.observer(o)
 	}
 	if err := mgr.Add(o); err != nil {
 		t.Fatal(err)

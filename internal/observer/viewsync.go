@@ -1,11 +1,11 @@
 package observer
 
 // Writing the views (views.go builds them): what each object's views should
-// be, kept under the observer's lock, and a rate-limited queue of view
-// names whose workers make the ResourceClaims match. The queue, its workers
-// and its client (with a rate limiter of its own) are separate from the
-// bucket writes, so views never delay a bucket write, and a view's failure
-// changes nothing counted.
+// be, kept under the observer's lock, and a controller (observer-views,
+// controllers.go) of view names whose workers make the ResourceClaims
+// match. Its queue, its workers and its client (with a rate limiter of its
+// own) are separate from the bucket writes, so views never delay a bucket
+// write, and a view's failure changes nothing counted.
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 )
@@ -155,28 +156,17 @@ func (o *Observer) enqueueAllViews(ctx context.Context) {
 	o.viewsDirty(names...)
 }
 
-// nextView syncs one view; false once the queue is shut down.
-func (o *Observer) nextView(ctx context.Context) bool {
-	name, shutdown := o.viewQueue.Get()
-	if shutdown {
-		return false
-	}
-	defer o.viewQueue.Done(name)
+// reconcileView is the views controller's reconciler: syncView, except that
+// a write the API server refuses is logged and left to the next resync.
+func (o *Observer) reconcileView(ctx context.Context, name types.NamespacedName) (reconcile.Result, error) {
 	err := o.syncView(ctx, name)
-	switch {
-	case err == nil:
-		o.viewQueue.Forget(name)
-	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsBadRequest(err):
+	if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsNotFound(err) || apierrors.IsBadRequest(err) {
 		// Refused (a claim webhook's verdict, a terminating or missing
-		// namespace): retrying soon would be refused again. The next
-		// resync tries again.
-		o.log.Error(err, "ResourceClaim view refused; trying again at the next resync", "view", name.String())
-		o.viewQueue.Forget(name)
-	default:
-		o.log.Error(err, "writing ResourceClaim view", "view", name.String())
-		o.viewQueue.AddRateLimited(name)
+		// namespace): retrying soon would be refused again.
+		o.log.Error(err, "ResourceClaim view refused; trying again at the next resync", logView(name)...)
+		return reconcile.Result{}, nil
 	}
-	return true
+	return reconcile.Result{}, err
 }
 
 // syncView makes the ResourceClaim under name what the objects want:

@@ -96,6 +96,7 @@ type flags struct {
 	effectiveRefresh           time.Duration
 	observerResync             time.Duration
 	observerWriteInterval      time.Duration
+	sumBarrier                 time.Duration
 	objectClaims               bool
 	objectClaimsQPS            float64
 	externalDataAddr           string
@@ -131,6 +132,7 @@ func parseFlags() flags {
 	flag.DurationVar(&f.effectiveRefresh, "effective-grant-refresh", controllers.DefaultEffectiveRefresh, "Longest a change of usage alone waits before a consumer's EffectiveResourceGrants show it (a change of limit shows at once), per 20 namespaces of the consumer: each refresh rewrites the effective grant in every one of them.")
 	flag.DurationVar(&f.observerResync, "observer-resync", 5*time.Minute, "How often the observer evaluates every object again, correcting whatever an event missed.")
 	flag.DurationVar(&f.observerWriteInterval, "observer-write-interval", 250*time.Millisecond, "Least time between two writes of one bucket's observed usage.")
+	flag.DurationVar(&f.sumBarrier, "sum-barrier", 70*time.Second, "How long after the observer first sees a sum (create reservations a bucket compacted while nothing folded them) it may free it, behind a barrier that proves every object behind it counted. Keep it above the API server's --request-timeout (default 60s).")
 	flag.BoolVar(&f.objectClaims, "object-claims", true, "Write one ResourceClaim per counted object and consumer whose claim asks for one (every QuotaClaimPolicy's; a QuotaEntity's or QuotaAllocation's with parameters.claimViews), labelled quota.miloapis.com/view=true, as a view of what it counts (deleting one frees nothing; the observer writes it again). Each costs two writes when its object is first counted.")
 	flag.Float64Var(&f.objectClaimsQPS, "object-claims-qps", 20, "Most ResourceClaim view writes per second (a client of their own: bucket writes never wait for them).")
 	flag.StringVar(&f.externalDataAddr, "external-data-bind-address", "", `Address the External Data provider listens on (HTTPS, with the webhook certificate), for a stock Gatekeeper running the templates' External Data twins; empty turns it off (docs/operations.md#stock-gatekeeper-external-data).`)
@@ -333,7 +335,7 @@ func rotatedWebhooks(f flags) []rotator.WebhookInfo {
 func addObserver(mgr ctrl.Manager, f flags, l *ledger.Ledger, m *grants.Mirror, policies *claimpolicies.Set) error {
 	o, err := observer.New(mgr, observer.Options{
 		Writer: l, WriterSynced: m.HasSynced, SystemNamespace: f.systemNamespace,
-		Resync: f.observerResync, WriteInterval: f.observerWriteInterval,
+		Resync: f.observerResync, WriteInterval: f.observerWriteInterval, SumBarrier: f.sumBarrier,
 		ObjectClaims: f.objectClaims, ObjectClaimsQPS: float32(f.objectClaimsQPS), ClaimPolicies: policies,
 	})
 	if err != nil {

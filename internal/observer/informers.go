@@ -89,14 +89,15 @@ func equalLabels(a, b map[string]string) bool {
 // inform adds a handler calling fn on every add, delete and update (those
 // that pass changed, when given) of obj's kind.
 func (o *Observer) inform(ctx context.Context, obj client.Object, fn func(client.Object), changed func(oldObj, newObj client.Object) bool) error {
-	return informFrom(ctx, o.cache, obj, fn, changed)
+	_, err := informFrom(ctx, o.cache, obj, fn, changed)
+	return err
 }
 
-// informFrom is inform on the informers of from.
-func informFrom(ctx context.Context, from cache.Informers, obj client.Object, fn func(client.Object), changed func(oldObj, newObj client.Object) bool) error {
+// informFrom is inform on the informers of from; it returns the informer.
+func informFrom(ctx context.Context, from cache.Informers, obj client.Object, fn func(client.Object), changed func(oldObj, newObj client.Object) bool) (cache.Informer, error) {
 	inf, err := from.GetInformer(ctx, obj)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	unwrap := func(x any) client.Object {
 		if d, ok := x.(toolscache.DeletedFinalStateUnknown); ok {
@@ -126,7 +127,7 @@ func informFrom(ctx context.Context, from cache.Informers, obj client.Object, fn
 			}
 		},
 	})
-	return err
+	return inf, err
 }
 
 // watchMatchedKinds starts an informer for every kind a loaded constraint
@@ -169,10 +170,20 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error
 		obj.GetObjectKind().SetGroupVersionKind(mapping.GroupVersionKind)
 		gvk := mapping.GroupVersionKind
 		syncCtx, cancel := context.WithTimeout(ctx, informTimeout)
-		err = informFrom(syncCtx, o.objects, obj, func(c client.Object) {
+		// The barrier that frees sums asks how far this handler has
+		// delivered, from the initial list on (barrier.go).
+		source := o.addBarrierSource(gvk)
+		inf, err := informFrom(syncCtx, o.objects, obj, func(c client.Object) {
+			source.saw(c)
 			o.event(item{kind: itemObject, gvk: gvk, namespace: c.GetNamespace(), name: c.GetName()})
 		}, nil)
 		cancel()
+		if err == nil {
+			err = source.setInformer(inf)
+		}
+		if err != nil {
+			o.removeBarrierSource(source)
+		}
 		if err != nil {
 			// An informer that did not sync retries its list forever.
 			_ = o.objects.RemoveInformer(context.Background(), obj)

@@ -62,6 +62,13 @@ type Options struct {
 	// (ReservationClock). Default ledger.MinReservationTTL; tests that
 	// expire reservations on purpose set less.
 	MinReservationAge time.Duration
+	// SumBarrier is how long after the observer first saw a sum (create
+	// reservations a bucket compacted while nothing folded them, package
+	// ledger) every object behind it has reached etcd or never will: more
+	// than the API server's request timeout (default 60s). A sum is freed
+	// only by a write whose tally has taken in everything stored by then
+	// (barrier.go). Default 70s.
+	SumBarrier time.Duration
 	// ObjectClaims writes a ResourceClaim view of every counted object
 	// (views.go): the manager's --object-claims, on by default there.
 	ObjectClaims bool
@@ -97,6 +104,9 @@ func (o *Options) defaults() {
 	}
 	if o.WriterSynced == nil {
 		o.WriterSynced = func() bool { return true }
+	}
+	if o.SumBarrier <= 0 {
+		o.SumBarrier = 70 * time.Second
 	}
 	if o.ObjectClaimsQPS <= 0 {
 		o.ObjectClaimsQPS = 20
@@ -173,6 +183,9 @@ type Observer struct {
 	lastWrite map[ledger.BucketKey]time.Time
 	// reservationClock: when this observer first saw each reservation.
 	reservationClock *counting.ReservationClock
+	// sums: when the observer first saw each sum (plus SumBarrier), the
+	// barrier last passed and which buckets wait for the next (barrier.go).
+	sums sumState
 	// For the observer lag metric: when each queued object or claim event
 	// arrived, and since when each bucket has had a change to write.
 	eventAt    map[item]time.Time
@@ -231,6 +244,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		informed:         map[schema.GroupVersionKind]bool{},
 		lastWrite:        map[ledger.BucketKey]time.Time{},
 		reservationClock: counting.NewReservationClock(opts.MinReservationAge),
+		sums:             newSumState(opts.SumBarrier),
 		eventAt:          map[item]time.Time{}, dirtySince: map[ledger.BucketKey]time.Time{},
 		writing:  map[ledger.BucketKey]time.Time{},
 		versions: map[string]string{}, recounts: map[string]*recount{}, stamped: map[string]string{},
@@ -358,6 +372,10 @@ func (o *Observer) Start(ctx context.Context) error {
 	}
 	g.Go(func() error {
 		o.tick(ctx)
+		return nil
+	})
+	g.Go(func() error {
+		o.freeSums(ctx)
 		return nil
 	})
 	return g.Wait()

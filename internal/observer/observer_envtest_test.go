@@ -744,6 +744,8 @@ type observerSetup struct {
 	manager func(*ctrl.Options)
 	// observer, when set, changes the observer before it starts.
 	observer func(*observer.Observer)
+	// options, when set, changes the observer's options before it is made.
+	options func(*observer.Options)
 }
 
 // startObserverWith is startObserver, with setup's changes.
@@ -779,8 +781,12 @@ func startObserverWith(ctx context.Context, t *testing.T, env *testenv.Env, setu
 	if writerSynced != nil {
 		synced = func() bool { return m.HasSynced() && writerSynced() }
 	}
-	o, err := observer.New(mgr, observer.Options{Writer: w, WriterSynced: synced, WriteInterval: 50 * time.Millisecond,
-		Resync: resync, ObjectClaims: true, ObjectClaimsQPS: 200, MinReservationAge: time.Second})
+	oopts := observer.Options{Writer: w, WriterSynced: synced, WriteInterval: 50 * time.Millisecond,
+		Resync: resync, ObjectClaims: true, ObjectClaimsQPS: 200, MinReservationAge: time.Second}
+	if setup.options != nil {
+		setup.options(&oopts)
+	}
+	o, err := observer.New(mgr, oopts)
 	if err != nil {
 		t.Fatal(err)
 	}

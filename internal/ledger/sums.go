@@ -173,8 +173,11 @@ func compacted(res map[string]Reservation, added Reservation, above int, at time
 		replaceBySum(out, sums, at) // an overflow leaves them apart: still bounded by the next write's try
 	}
 	after, err := reservedOf(out)
-	if err != nil || after != before {
-		return nil, fmt.Errorf("compaction changed the reserved total from %d to %d (%v): not written", before, after, err)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("compaction changed the reserved total from %d: not written: %w", before, err)
+	case after != before:
+		return nil, fmt.Errorf("compaction changed the reserved total from %d to %d: not written", before, after)
 	}
 	return out, nil
 }

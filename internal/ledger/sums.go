@@ -170,7 +170,7 @@ func compacted(res map[string]Reservation, added Reservation, above int, at time
 		}
 	}
 	if len(sums) > MaxSums {
-		replaceBySum(out, sums, at) // an overflow leaves them apart: still bounded by the next write's try
+		replaceBySum(out, sums, at) // cannot overflow: before, the total of every amount, fits
 	}
 	after, err := reservedOf(out)
 	switch {

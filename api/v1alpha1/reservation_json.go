@@ -109,7 +109,9 @@ func ParseReservation(s string) (Reservation, error) {
 
 // idUID is the uid a reservation id begins with: the object's uid for a
 // create, "<uid>/<generation>/<growth>" for an update's growth, a claim's
-// uid for an Allocation claim.
+// uid for an Allocation claim; "sum" for the ledger's sums ("sum/<n>"),
+// whose object (ReservationSum) the ledger gives that uid, so they too are
+// written without a "uid=" field.
 func idUID(id string) string {
 	uid, _, _ := strings.Cut(id, "/")
 	return uid

@@ -96,6 +96,11 @@
 // itself on its clock, since only whoever watches the objects can tell one
 // that never appeared from one whose object is merely late.
 //
+// A bucket nobody folds (the observer away) would grow without end, so the
+// reserving write compacts admission creates past WithCompactAbove into sums
+// (sums.go): reservations "sum/<n>" of their total amount, with reserved
+// unchanged. A sum is removed only by the observer naming it in Fold.
+//
 // # Arithmetic and validation
 //
 // Every sum is checked: int64 overflow is an error wrapping ErrOverflow,

@@ -39,12 +39,19 @@ func WithClock(now func() time.Time) Option { return func(l *Ledger) { l.now = n
 // WithReservationTTL sets how long reservations live; it must be positive.
 func WithReservationTTL(ttl time.Duration) Option { return func(l *Ledger) { l.ttl = ttl } }
 
+// WithCompactAbove sets how many compactable reservations (Compactable) a
+// bucket may hold before the reserving write compacts the oldest into a sum
+// (sums.go): 0 is DefaultCompactAbove, a negative value never compacts.
+func WithCompactAbove(n int) Option { return func(l *Ledger) { l.compact = n } }
+
 // Ledger owns quota arithmetic over a Store and a GrantSource.
 type Ledger struct {
 	store  Store
 	grants GrantSource
 	now    func() time.Time
 	ttl    time.Duration
+	// compact is WithCompactAbove's value (read through compactAbove).
+	compact int
 
 	// claimLocks serialize calls for the same claim id within this process,
 	// so two concurrent replays of one claim cannot interleave a take with

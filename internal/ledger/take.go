@@ -91,7 +91,9 @@ func (l *Ledger) reserve(ctx context.Context, claim Claim) (Decision, []target, 
 	}()
 	// Microseconds, as the bucket object stores them: the expiry is how a
 	// rollback tells this call's reservation from an earlier one's.
-	expires := l.now().Round(0).Add(l.ttl).Truncate(time.Microsecond)
+	now := l.now().Round(0)
+	expires := now.Add(l.ttl).Truncate(time.Microsecond)
+	w := write{expires: expires, at: now.Truncate(time.Microsecond), compactAbove: l.compactAbove()}
 
 	results := make([]RequestDecision, len(ts))
 	outcomes := make([]takeOutcome, len(ts))
@@ -107,7 +109,7 @@ func (l *Ledger) reserve(ctx context.Context, claim Claim) (Decision, []target, 
 			continue
 		}
 		ts[i].replaced = new(atomic.Pointer[Reservation])
-		out, err := l.takeOne(ctx, claim, ts[i], expires)
+		out, err := l.takeOne(ctx, claim, ts[i], w)
 		var refusal *RefusedError
 		switch {
 		case errors.As(err, &refusal):
@@ -179,13 +181,22 @@ func (l *Ledger) reserve(ctx context.Context, claim Claim) (Decision, []target, 
 	return Decision{Granted: false, Requests: results}, nil, time.Time{}, rbErr
 }
 
+// write is what every take of one Reserve call writes with, fixed before
+// the first: its reservations' expiry, and the time and threshold of a
+// compaction (sums.go).
+type write struct {
+	expires      time.Time
+	at           time.Time
+	compactAbove int
+}
+
 type takeOutcome struct {
 	before, after Usage
 	added         bool // this call wrote the entry (as opposed to a replay)
 }
 
 // takeOne is one bucket's atomic step of a Reserve.
-func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires time.Time) (takeOutcome, error) {
+func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, w write) (takeOutcome, error) {
 	var out takeOutcome
 	_, err := l.store.Apply(ctx, t.key, func(b *Bucket) error {
 		out = takeOutcome{} // mutate may be retried; only the last run counts
@@ -233,12 +244,8 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 		if err != nil {
 			return fmt.Errorf("bucket %s: %w", t.name, err)
 		}
-		t.setLimit(b)
 		out.after = Usage{Limit: t.limit, Allocated: before.Allocated, Reserved: before.Reserved, Available: available}
-		if b.Reservations == nil {
-			b.Reservations = map[string]Reservation{}
-		}
-		next := Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, Total: t.req.Total, ExpiresAt: expires}
+		next := Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, Total: t.req.Total, ExpiresAt: w.expires}
 		if isHeld {
 			if later {
 				// The held growth may not be counted yet: hold both.
@@ -247,9 +254,25 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, expires tim
 				}
 			}
 			next.Total = max(next.Total, held.Total)
+		}
+		// Compacting in the write that adds keeps the bucket bounded
+		// however long nobody folds (sums.go).
+		compact, err := compacted(b.Reservations, next, w.compactAbove, w.at)
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", t.name, err)
+		}
+		if isHeld {
 			t.replaced.Store(&held)
 		}
-		b.Reservations[claim.ID] = next
+		t.setLimit(b)
+		switch {
+		case compact != nil:
+			b.Reservations = compact
+		case b.Reservations == nil:
+			b.Reservations = map[string]Reservation{claim.ID: next}
+		default:
+			b.Reservations[claim.ID] = next
+		}
 		out.after.Reserved += take
 		out.added = true
 		return nil

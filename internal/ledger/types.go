@@ -102,7 +102,12 @@ type CountedAt struct {
 // FoldedBy reports whether an object counted at c accounts for r: it has
 // reached the reservation's generation and counts at least its Total. This
 // is the one fold rule; the observer's plan and Observe's write both ask it.
+// No object accounts for a sum ("sum/<n>" would parse as uid "sum" at
+// generation n): only the observer's barrier frees one (sums.go).
 func (r Reservation) FoldedBy(c CountedAt) bool {
+	if IsSum(r.ClaimID) {
+		return false
+	}
 	_, g, _ := ReservationFor(r.ClaimID)
 	return c.Generation >= g && c.Amount >= r.Total
 }

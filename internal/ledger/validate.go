@@ -41,8 +41,12 @@ func validateConsumer(path string, c Consumer) []FieldError {
 // one round trip.
 func validateClaim(c Claim) error {
 	var errs []FieldError
-	if c.ID == "" {
+	switch {
+	case c.ID == "":
 		errs = append(errs, FieldError{Field: "id", Detail: "must not be empty"})
+	case IsSum(c.ID):
+		// A claim under a sum's id would replay, grow or release the sum.
+		errs = append(errs, FieldError{Field: "id", Detail: fmt.Sprintf("must not begin with %q, which names the ledger's sums, got %q", SumPrefix, c.ID)})
 	}
 	if len(c.Requests) == 0 {
 		errs = append(errs, FieldError{Field: "requests", Detail: "must not be empty"})

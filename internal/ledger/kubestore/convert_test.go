@@ -1,6 +1,10 @@
 package kubestore
 
 import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,5 +42,40 @@ func TestStatusRoundTripsTheBucket(t *testing.T) {
 	}
 	if diff := cmp.Diff(b, toBucket(key, obj)); diff != "" {
 		t.Fatalf("round trip (-written +read):\n%s", diff)
+	}
+}
+
+// A sum is stored like any reservation, in the API's one-string form: its
+// object and count read back unchanged, and no "uid=" field is written (the
+// uid the string form derives from "sum/<n>" is the sum's own).
+func TestStatusRoundTripsASum(t *testing.T) {
+	key := ledger.NewBucketKey(ledger.Consumer{APIGroup: "resourcemanager.miloapis.com", Kind: "Organization", Name: "acme"}, "projects", nil)
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6000, time.UTC)
+	id := ledger.SumPrefix + strconv.FormatInt(at.UnixMicro(), 10)
+	b := ledger.Bucket{Key: key, Limit: 100, Reservations: map[string]ledger.Reservation{
+		id: {ClaimID: id, Object: ledger.SumObject(57), Amount: 120, ExpiresAt: at},
+	}}
+	obj := &quotav1alpha1.AllowanceBucket{}
+	if err := writeStatus(obj, b, metav1.Now()); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`"reservations":[%q]`, id+" 120 2030-01-02T03:04:05.000006Z ReservationSum.quota.miloapis.com/57")
+	if !strings.Contains(string(raw), want) {
+		t.Fatalf("stored as %s, want %s", raw, want)
+	}
+	read := &quotav1alpha1.AllowanceBucket{}
+	if err := json.Unmarshal(raw, read); err != nil {
+		t.Fatal(err)
+	}
+	got := toBucket(key, read)
+	if diff := cmp.Diff(b, got); diff != "" {
+		t.Fatalf("round trip (-written +read):\n%s", diff)
+	}
+	if r := got.Reservations[id]; ledger.SumCount(r) != 57 || ledger.Compactable(r) {
+		t.Fatalf("read back %+v: count %d, compactable %v", r, ledger.SumCount(r), ledger.Compactable(r))
 	}
 }

@@ -245,3 +245,56 @@ func TestIdleBucketQueuesArePruned(t *testing.T) {
 	}
 	wantStatus(t, bucketObject(t, env.Client, ledger.NewBucketKey(consumers[0], projects, nil)), 10, 0, 3, 7)
 }
+
+// A bucket compacted through the store (CompactAbove 4, its sums merged
+// past MaxSums) reads back from the API server exactly as a memory store
+// driven the same way holds it.
+func TestACompactedBucketRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	acme := org(unique("compacted"))
+	grants := ledger.NewGrantSet()
+	if err := grants.Set(grant("quotakeeper-system/acme#0", acme, projects, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2001, 1, 1, 10, 0, 0, 0, time.UTC)
+	clock := ledger.WithClock(func() time.Time { return now })
+	kube := ledger.New(kubestore.New(newClient(t), kubestore.Options{}), grants, clock, ledger.WithCompactAbove(4))
+	mem := ledger.NewMemoryStore()
+	ref := ledger.New(mem, grants, clock, ledger.WithCompactAbove(4))
+	key := ledger.NewBucketKey(acme, projects, nil)
+	for i := range 40 {
+		now = now.Add(time.Second + 1500*time.Nanosecond) // microseconds are stored, nanoseconds not
+		c := claim(fmt.Sprintf("cm-%d", i), req(acme, int64(1+i%3)))
+		for _, l := range []*ledger.Ledger{kube, ref} {
+			if d, err := l.Reserve(ctx, c); err != nil || !d.Granted {
+				t.Fatalf("reserve %s: granted=%v err=%v", c.ID, d.Granted, err)
+			}
+		}
+	}
+	want, _, err := mem.Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := kubestore.New(newClient(t), kubestore.Options{}).Get(ctx, key)
+	if err != nil || !ok {
+		t.Fatalf("get: %v (exists %v)", err, ok)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("read back (-memory store +API server):\n%s", diff)
+	}
+	var sums int
+	for id := range got.Reservations {
+		if ledger.IsSum(id) {
+			sums++
+		}
+	}
+	if sums == 0 || len(got.Reservations) > 4+ledger.MaxSums {
+		t.Fatalf("%d reservations, %d sums: not compacted", len(got.Reservations), sums)
+	}
+	wantStatus(t, bucketObject(t, env.Client, key), 1000, 0, 79, 921)
+	for _, r := range bucketObject(t, env.Client, key).Status.Reservations {
+		if r.Object.UID != r.ID && !ledger.IsSum(r.ID) {
+			t.Fatalf("reservation %s stored for object uid %q", r.ID, r.Object.UID)
+		}
+	}
+}

@@ -118,3 +118,80 @@ func wantReservations(k8s client.Client, c ledger.Consumer, want ...string) erro
 	}
 	return nil
 }
+
+// With no observer at all, admission goes on and the bucket stays bounded:
+// past CompactAbove create reservations the reserving write compacts the
+// oldest into sums. The observer that comes back counts every object, folds
+// the reservations left and frees the sums behind its barrier: allocated is
+// the live count, nothing reserved.
+func TestAnAbsentObserverLeavesABoundedBucket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a control plane; skipped in -short mode")
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	k8s := env.Client
+	for _, ns := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: sysNS}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{orgLabel: "acme"}}},
+	} {
+		if err := k8s.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	installPolicy(ctx, t, env)
+	teamA := namespaceConsumer("team-a")
+	const compactAbove, creates = 10, 60
+	set := ledger.NewGrantSet()
+	if err := set.Set(ledger.Grant{ID: "a", Consumer: teamA, ResourceType: rtNamespace, Amount: creates}); err != nil {
+		t.Fatal(err)
+	}
+	admission := ledger.New(kubestore.New(k8s, kubestore.Options{SystemNamespace: sysNS}), set,
+		ledger.WithReservationTTL(time.Hour), ledger.WithCompactAbove(compactAbove))
+	most := 0
+	for i := range creates {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: fmt.Sprintf("cm-%d", i)}}
+		if err := k8s.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		reserve(ctx, t, admission, claimFor(cm, teamA, rtNamespace))
+		status, _, err := bucketStatus(k8s, teamA, rtNamespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, _, _ := unstructured.NestedStringSlice(status, "reservations")
+		reserved, _, _ := unstructured.NestedInt64(status, "reserved")
+		if reserved != int64(i+1) {
+			t.Fatalf("after %d creates the bucket reserves %d", i+1, reserved)
+		}
+		most = max(most, len(held))
+	}
+	if most > compactAbove+ledger.MaxSums {
+		t.Fatalf("the bucket held %d reservations at most, want at most %d (CompactAbove %d, MaxSums %d)", most, compactAbove+ledger.MaxSums, compactAbove, ledger.MaxSums)
+	}
+	// Full: the sums hold quota as the reservations did.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "one-too-many"}}
+	if err := k8s.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := admission.Reserve(ctx, claimFor(cm, teamA, rtNamespace)); err != nil || d.Granted {
+		t.Fatalf("a create past the limit, with the creates held in sums: granted %v, %v", d.Granted, err)
+	}
+	if err := k8s.Delete(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+
+	_, _ = startObserverWith(ctx, t, env, observerSetup{options: func(o *observer.Options) { o.SumBarrier = 2 * time.Second }})
+	all := figures{Allocated: creates, Count: creates, Namespaces: []nsUsage{{"team-a", creates}}}
+	eventuallyStatus(t, k8s, teamA, rtNamespace, all)
+	testenv.Eventually(t, wait, "the sums freed", func() error {
+		return wantReservations(k8s, teamA)
+	})
+	eventuallyStatus(t, k8s, teamA, rtNamespace, all)
+}

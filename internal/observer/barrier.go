@@ -57,6 +57,10 @@ const (
 	// tried again from a new revision (a kind whose informer is stuck keeps
 	// every sum held: fail closed).
 	barrierTimeout = 2 * time.Minute
+	// barrierList is the least time between two lists of one kind by a
+	// barrier: a list of a large kind is costly, and a quiet kind only
+	// needs one.
+	barrierList = 10 * time.Second
 )
 
 // sumState is what the observer keeps about sums. Guarded by Observer.mu.
@@ -89,6 +93,9 @@ type barrierSource struct {
 	// informer is set once it has synced; until then no barrier passes.
 	informer  atomic.Pointer[toolscache.SharedIndexInformer]
 	delivered atomic.Uint64
+	// listed: when caughtUp last listed the kind (only the barrier loop
+	// touches it).
+	listed time.Time
 }
 
 // setInformer records the source's informer, which must be client-go's
@@ -123,9 +130,10 @@ func (s *barrierSource) caughtUp(ctx context.Context, live client.Reader, r uint
 	if s.informerCaughtUp(r) {
 		return true, nil
 	}
-	if s.informer.Load() == nil {
+	if s.informer.Load() == nil || time.Since(s.listed) < barrierList {
 		return false, nil
 	}
+	s.listed = time.Now()
 	delivered := s.delivered.Load()
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))

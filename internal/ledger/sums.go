@@ -51,10 +51,12 @@ const MaxSums = 4
 
 // DefaultCompactAbove is the number of compactable reservations a bucket may
 // hold before a reserving write compacts them (WithCompactAbove). The
-// observer folds a create within about a second, so a bucket reaches it
-// only while the observer is away; about 100 bytes a reservation, it keeps
-// a bucket near 100 KB, far below etcd's 1.5 MiB object limit.
-const DefaultCompactAbove = 1000
+// observer folds a create within about a second, so at a few hundred
+// creates a second a bucket reaches it only while the observer is away or
+// far behind; at about 100 bytes a reservation it keeps a bucket's status
+// under 64 KiB (issue 23's bound), which every write rewrites, far below
+// etcd's 1.5 MiB object limit.
+const DefaultCompactAbove = 500
 
 // sumGroup and sumKind make up the object a sum names: not an object of the
 // API, a label saying what the entry is. Its name is the number of creates

@@ -67,6 +67,12 @@ build() { # build GOOS GOARCH OUT PACKAGE
 # Gatekeeper's module as its main module, at the release go.mod pins.
 sbom() { # sbom BINARY OUT GOOS GOARCH VERSION
 	GOOS=$3 GOARCH=$4 "$CYCLONEDX_GOMOD" bin -json -noserial -notimestamp -version "$5" -output "$2" "$1"
+	# The API module is replaced by its directory (go.mod: replace ... =>
+	# ./api), which the SBOM names "./api" at "(devel)": it is the module
+	# github.com/quotakeeper/quotakeeper/api at this release (tagged
+	# api/$VERSION). Its version is the line after its name.
+	sed -i -e "s#pkg:golang/\./api@(devel)#pkg:golang/github.com/quotakeeper/quotakeeper/api@$VERSION#g" \
+		-e "/\"name\": \"\.\/api\"/{s#\"name\": \"\./api\"#\"name\": \"github.com/quotakeeper/quotakeeper/api\"#;n;s#\"version\": \"(devel)\"#\"version\": \"$VERSION\"#}" "$2"
 }
 
 # Server images: one OCI layout per image, an image index of one image per

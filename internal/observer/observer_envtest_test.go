@@ -481,27 +481,8 @@ func TestObserverCountsTheLiveObjects(t *testing.T) {
 // expires; a bucket does not gather reservations for as long as the rebuild
 // lasts (issue 23). Once ready, its first write agrees.
 func TestObserverFoldsWhileRebuilding(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a control plane; skipped in -short mode")
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	env, ctx := startControlPlane(t, "team-a", "team-b")
 	k8s := env.Client
-	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: sysNS}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{orgLabel: "acme"}}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{orgLabel: "acme"}}},
-	} {
-		if err := k8s.Create(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cm1 := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "cm-1"}}
 	if err := k8s.Create(ctx, cm1); err != nil {
 		t.Fatal(err)
@@ -543,6 +524,34 @@ func TestObserverFoldsWhileRebuilding(t *testing.T) {
 		return nil
 	})
 	eventuallyStatus(t, k8s, teamA, rtNamespace, two)
+}
+
+// startControlPlane starts a control plane for one test (skipped in -short
+// mode) with the system namespace and the named tenant namespaces, each in
+// organization acme, and returns it with a context the test's end cancels.
+func startControlPlane(t *testing.T, namespaces ...string) (*testenv.Env, context.Context) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a control plane; skipped in -short mode")
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sysNS}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range namespaces {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{orgLabel: "acme"}}}
+		if err := env.Client.Create(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env, ctx
 }
 
 // writeCount is the apiserver's count of ResourceClaim writes (create,

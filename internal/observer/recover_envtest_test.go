@@ -1,9 +1,7 @@
 package observer_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
@@ -31,17 +28,7 @@ import (
 // other objects, present before and created after, are counted exactly.
 // Once that object evaluates again, it is counted too.
 func TestObserverRecoversAPanicAndCountsOn(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a control plane; skipped in -short mode")
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	env, ctx := startControlPlane(t, "team-a", "team-b")
 	k8s := env.Client
 	mustCreate := func(obj client.Object) {
 		t.Helper()
@@ -49,9 +36,6 @@ func TestObserverRecoversAPanicAndCountsOn(t *testing.T) {
 			t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
 		}
 	}
-	mustCreate(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sysNS}})
-	mustCreate(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{orgLabel: "acme"}}})
-	mustCreate(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Labels: map[string]string{orgLabel: "acme"}}})
 	boom := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "boom"}}
 	mustCreate(boom)
 	mustCreate(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "cm-1"}})

@@ -1,18 +1,14 @@
 package observer_test
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledger/kubestore"
@@ -28,26 +24,8 @@ import (
 // for as long as its barrier says, and then frees it: allocated 5, nothing
 // reserved.
 func TestObserverFreesSumsBehindABarrier(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a control plane; skipped in -short mode")
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	env, ctx := startControlPlane(t, "team-a")
 	k8s := env.Client
-	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: sysNS}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{orgLabel: "acme"}}},
-	} {
-		if err := k8s.Create(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
-	}
 	installPolicy(ctx, t, env)
 	teamA := namespaceConsumer("team-a")
 	key := ledger.NewBucketKey(teamA, rtNamespace, nil)
@@ -125,26 +103,8 @@ func wantReservations(k8s client.Client, c ledger.Consumer, want ...string) erro
 // the reservations left and frees the sums behind its barrier: allocated is
 // the live count, nothing reserved.
 func TestAnAbsentObserverLeavesABoundedBucket(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs a control plane; skipped in -short mode")
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(logLevel())))
-	env, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Stop() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	env, ctx := startControlPlane(t, "team-a")
 	k8s := env.Client
-	for _, ns := range []*corev1.Namespace{
-		{ObjectMeta: metav1.ObjectMeta{Name: sysNS}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{orgLabel: "acme"}}},
-	} {
-		if err := k8s.Create(ctx, ns); err != nil {
-			t.Fatal(err)
-		}
-	}
 	installPolicy(ctx, t, env)
 	teamA := namespaceConsumer("team-a")
 	const compactAbove, creates = 10, 60

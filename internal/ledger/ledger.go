@@ -52,6 +52,8 @@ type Ledger struct {
 	ttl    time.Duration
 	// compact is WithCompactAbove's value (read through compactAbove).
 	compact int
+	// leases is the capacity lease holder (WithLeases); nil: off.
+	leases *leases
 
 	// claimLocks serialize calls for the same claim id within this process,
 	// so two concurrent replays of one claim cannot interleave a take with

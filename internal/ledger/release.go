@@ -53,6 +53,11 @@ func (l *Ledger) Undo(ctx context.Context, t Taken) error {
 	if t.Empty() {
 		return nil
 	}
+	if t.leased {
+		if t.keys = l.undoLeased(t); len(t.keys) == 0 {
+			return nil
+		}
+	}
 	// The limits are the grants' now, as every write records them; one
 	// that cannot be computed leaves the bucket's (setLimit).
 	all, err := l.targets(t.claim)

@@ -124,9 +124,23 @@ func (l *Ledger) compactAbove() int {
 // would change the reserved total is a bug and an error, which fails the
 // write closed.
 func compacted(res map[string]Reservation, added Reservation, above int, at time.Time) (map[string]Reservation, error) {
-	if above < 0 {
+	if above < 0 || countCompactable(res, added) <= above {
 		return nil, nil
 	}
+	out := make(map[string]Reservation, len(res)+1)
+	for id, r := range res {
+		out[id] = r
+	}
+	out[added.ClaimID] = added
+	if ok, err := compact(out, added.ClaimID, above, at); !ok || err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// countCompactable is how many compactable reservations res holds with
+// added in.
+func countCompactable(res map[string]Reservation, added Reservation) int {
 	n := 0
 	if Compactable(added) {
 		n++
@@ -136,24 +150,30 @@ func compacted(res map[string]Reservation, added Reservation, above int, at time
 			n++
 		}
 	}
-	if n <= above {
-		return nil, nil
-	}
-	out := make(map[string]Reservation, len(res)+1)
+	return n
+}
+
+// compact compacts res in place when it holds more than above compactable
+// reservations besides keep's (which is never compacted), and reports
+// whether it did: the oldest go into one new sum, and the sums into one when
+// there are more than MaxSums.
+func compact(res map[string]Reservation, keep string, above int, at time.Time) (bool, error) {
 	var oldest []Reservation
+	n := 0
 	for id, r := range res {
-		if id == added.ClaimID {
-			continue
-		}
-		out[id] = r
 		if Compactable(r) {
-			oldest = append(oldest, r)
+			n++
+			if id != keep {
+				oldest = append(oldest, r)
+			}
 		}
 	}
-	out[added.ClaimID] = added
-	before, err := reservedOf(out)
+	if above < 0 || n <= above {
+		return false, nil
+	}
+	before, err := reservedOf(res)
 	if err != nil {
-		return nil, nil
+		return false, nil
 	}
 	slices.SortFunc(oldest, func(a, b Reservation) int {
 		if c := a.ExpiresAt.Compare(b.ExpiresAt); c != 0 {
@@ -162,26 +182,26 @@ func compacted(res map[string]Reservation, added Reservation, above int, at time
 		return strings.Compare(a.ClaimID, b.ClaimID)
 	})
 	oldest = oldest[:min(len(oldest), n-above/2)]
-	if len(oldest) == 0 || !replaceBySum(out, oldest, at) {
-		return nil, nil
+	if len(oldest) == 0 || !replaceBySum(res, oldest, at) {
+		return false, nil
 	}
 	var sums []Reservation
-	for id, r := range out {
+	for id, r := range res {
 		if IsSum(id) {
 			sums = append(sums, r)
 		}
 	}
 	if len(sums) > MaxSums {
-		replaceBySum(out, sums, at) // cannot overflow: before, the total of every amount, fits
+		replaceBySum(res, sums, at) // cannot overflow: before, the total of every amount, fits
 	}
-	after, err := reservedOf(out)
+	after, err := reservedOf(res)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("compaction changed the reserved total from %d: not written: %w", before, err)
+		return false, fmt.Errorf("compaction changed the reserved total from %d: not written: %w", before, err)
 	case after != before:
-		return nil, fmt.Errorf("compaction changed the reserved total from %d to %d: not written", before, after)
+		return false, fmt.Errorf("compaction changed the reserved total from %d to %d: not written", before, after)
 	}
-	return out, nil
+	return true, nil
 }
 
 // replaceBySum replaces rs in res by one new sum of their amounts and

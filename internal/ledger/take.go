@@ -37,6 +37,9 @@ type Taken struct {
 	// replaced holds, by bucket, the reservation the call replaced with a
 	// larger one under the same ID: Undo puts it back.
 	replaced map[BucketKey]Reservation
+	// leased: admitted inside this process's leases (leases.go), recorded
+	// asynchronously.
+	leased bool
 }
 
 // Empty reports whether the call added nothing.
@@ -50,6 +53,9 @@ func (t Taken) ClaimID() string { return t.claim.ID }
 // admission review denied it) can give exactly that back with Undo, and
 // nothing an earlier call holds under the same ID.
 func (l *Ledger) ReserveUndoable(ctx context.Context, claim Claim) (Decision, Taken, error) {
+	if d, t, ok := l.reserveLeased(claim); ok {
+		return d, t, nil
+	}
 	d, added, expires, err := l.reserve(ctx, claim)
 	if err != nil || !d.Granted || len(added) == 0 {
 		return d, Taken{}, err

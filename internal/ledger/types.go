@@ -103,9 +103,10 @@ type CountedAt struct {
 // reached the reservation's generation and counts at least its Total. This
 // is the one fold rule; the observer's plan and Observe's write both ask it.
 // No object accounts for a sum ("sum/<n>" would parse as uid "sum" at
-// generation n): only the observer's barrier frees one (sums.go).
+// generation n) or a lease: only the observer's barrier frees one (sums.go,
+// leases.go).
 func (r Reservation) FoldedBy(c CountedAt) bool {
-	if IsSum(r.ClaimID) {
+	if IsSum(r.ClaimID) || IsLease(r.ClaimID) {
 		return false
 	}
 	_, g, _ := ReservationFor(r.ClaimID)

@@ -47,6 +47,9 @@ func validateClaim(c Claim) error {
 	case IsSum(c.ID):
 		// A claim under a sum's id would replay, grow or release the sum.
 		errs = append(errs, FieldError{Field: "id", Detail: fmt.Sprintf("must not begin with %q, which names the ledger's sums, got %q", SumPrefix, c.ID)})
+	case IsLease(c.ID):
+		// Nor under a lease's: it would replay or release the lease.
+		errs = append(errs, FieldError{Field: "id", Detail: fmt.Sprintf("must not begin with %q, which names capacity leases, got %q", LeasePrefix, c.ID)})
 	}
 	if len(c.Requests) == 0 {
 		errs = append(errs, FieldError{Field: "requests", Detail: "must not be empty"})

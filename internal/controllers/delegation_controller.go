@@ -170,6 +170,9 @@ func (r *delegationReconciler) expired(ctx context.Context, b *quotav1alpha1.All
 		}
 	}
 	for _, res := range b.Status.Reservations {
+		if ledger.IsSum(res.ID) || ledger.IsLease(res.ID) {
+			continue // the observer frees these, behind its barrier
+		}
 		uid, gen, update := ledger.ReservationFor(res.ID)
 		if c, ok := counted[uid]; ok && c.Generation >= gen {
 			continue // this write folds it

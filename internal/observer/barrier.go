@@ -204,16 +204,27 @@ func (o *Observer) removeBarrierSource(s *barrierSource) {
 	o.mu.Unlock()
 }
 
-// splitSums takes a bucket's sums out of its reservations.
-func splitSums(reservations []ledger.Reservation) (rest, sums []ledger.Reservation) {
+// splitSums takes a bucket's sums out of its reservations, with the
+// capacity leases that lapsed (ledger.LeaseLapsed): a crashed holder may have
+// admitted all of one without recording, so it is freed behind the barrier
+// like a sum, its clock starting when the observer first sees it lapsed. A
+// lease still held is neither folded nor expired (its holder records and
+// renews it); leaseLapses is when the first of those lapses, for the write
+// to come back then (zero: none).
+func splitSums(reservations []ledger.Reservation, now time.Time) (rest, sums []ledger.Reservation, leaseLapses time.Time) {
 	for _, r := range reservations {
-		if ledger.IsSum(r.ClaimID) {
+		switch {
+		case ledger.IsSum(r.ClaimID), ledger.LeaseLapsed(r, now):
 			sums = append(sums, r)
-		} else {
+		case ledger.IsLease(r.ClaimID):
+			if at := r.ExpiresAt.Add(ledger.LeaseSkew); leaseLapses.IsZero() || at.Before(leaseLapses) {
+				leaseLapses = at
+			}
+		default:
 			rest = append(rest, r)
 		}
 	}
-	return rest, sums
+	return rest, sums, leaseLapses
 }
 
 // planSums folds the sums the last barrier covers; the others wait for the

@@ -87,7 +87,7 @@ func (o *Observer) foldCreated(ctx context.Context, b *quotav1alpha1.AllowanceBu
 		if _, _, move := ledger.NamespaceMoveFor(r.ClaimID); move {
 			continue // its objects are counted by the rebuild's own write (move.go)
 		}
-		if ledger.IsSum(r.ClaimID) {
+		if ledger.IsSum(r.ClaimID) || ledger.IsLease(r.ClaimID) {
 			continue // freed only behind a barrier (barrier.go)
 		}
 		uid, _, update := ledger.ReservationFor(r.ClaimID)

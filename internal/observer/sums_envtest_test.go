@@ -1,7 +1,11 @@
 package observer_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,6 +155,94 @@ func TestAnAbsentObserverLeavesABoundedBucket(t *testing.T) {
 	all := figures{Allocated: creates, Count: creates, Namespaces: []nsUsage{{"team-a", creates}}}
 	eventuallyStatus(t, k8s, teamA, rtNamespace, all)
 	testenv.Eventually(t, wait, "the sums freed", func() error {
+		return wantReservations(k8s, teamA)
+	})
+	eventuallyStatus(t, k8s, teamA, rtNamespace, all)
+}
+
+// crashingStore fails every write once crashed: a Gatekeeper replica gone.
+type crashingStore struct {
+	ledger.Store
+	crashed atomic.Bool
+}
+
+func (s *crashingStore) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*ledger.Bucket) error) (ledger.Bucket, error) {
+	if s.crashed.Load() {
+		return ledger.Bucket{}, errors.New("replica gone")
+	}
+	return s.Store.Apply(ctx, key, mutate)
+}
+
+// Creates admitted inside a replica's capacity lease are recorded as
+// ordinary reservations and folded by the observer; a replica that dies
+// holding a lease, with creates admitted and never recorded, leaves the
+// lease holding their quota until it lapses (LeaseSkew after its expiry),
+// and the observer then frees it behind the barrier like a sum, in a write
+// that counts every object admitted under it: allocated the live count,
+// nothing reserved, and never less counted than exists.
+func TestObserverFreesALapsedLeaseBehindTheBarrier(t *testing.T) {
+	env, ctx := startControlPlane(t, "team-a")
+	k8s := env.Client
+	installPolicy(ctx, t, env)
+	teamA := namespaceConsumer("team-a")
+	set := ledger.NewGrantSet()
+	if err := set.Set(ledger.Grant{ID: "a", Consumer: teamA, ResourceType: rtNamespace, Amount: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	store := &crashingStore{Store: kubestore.New(k8s, kubestore.Options{SystemNamespace: sysNS})}
+	admission := ledger.New(store, set, ledger.WithReservationTTL(time.Hour),
+		ledger.WithLeases(ledger.LeaseOptions{Holder: "gk-0", Duration: 2 * time.Second, Interval: 50 * time.Millisecond}))
+	leaseCtx, crash := context.WithCancel(ctx)
+	defer crash()
+	go func() { _ = admission.RunLeases(leaseCtx) }()
+	_, _ = startObserverWith(ctx, t, env, observerSetup{options: func(o *observer.Options) { o.SumBarrier = 2 * time.Second }})
+
+	create := func(name string) {
+		t.Helper()
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}}
+		if err := k8s.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		reserve(ctx, t, admission, claimFor(cm, teamA, rtNamespace))
+	}
+	create("first") // synchronous; asks for a lease
+	testenv.Eventually(t, wait, "a lease", func() error {
+		status, _, err := bucketStatus(k8s, teamA, rtNamespace)
+		if err != nil {
+			return err
+		}
+		held, _, _ := unstructured.NestedStringSlice(status, "reservations")
+		for _, r := range held {
+			if strings.HasPrefix(r, ledger.LeasePrefix) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no lease in %q", held)
+	})
+	for i := range 20 {
+		create(fmt.Sprintf("leased-%d", i))
+	}
+	eventuallyStatus(t, k8s, teamA, rtNamespace, figures{Allocated: 21, Count: 21, Namespaces: []nsUsage{{"team-a", 21}}})
+
+	// The replica admits ten more inside its lease and dies before it
+	// records them.
+	store.crashed.Store(true)
+	for i := range 10 {
+		create(fmt.Sprintf("unrecorded-%d", i))
+	}
+	crash()
+	// The observer counts all 31 at once; the lease stays until it lapses
+	// and the barrier passes, then it is freed.
+	all := figures{Allocated: 31, Count: 31, Namespaces: []nsUsage{{"team-a", 31}}}
+	eventuallyStatus(t, k8s, teamA, rtNamespace, all)
+	status, _, err := bucketStatus(k8s, teamA, rtNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held, _, _ := unstructured.NestedStringSlice(status, "reservations"); len(held) != 1 || !strings.HasPrefix(held[0], ledger.LeasePrefix+"gk-0-") {
+		t.Fatalf("reservations %q, want the crashed replica's lease alone", held)
+	}
+	testenv.Eventually(t, time.Minute, "the lapsed lease freed", func() error {
 		return wantReservations(k8s, teamA)
 	})
 	eventuallyStatus(t, k8s, teamA, rtNamespace, all)

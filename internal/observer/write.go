@@ -54,13 +54,13 @@ func (o *Observer) write(ctx context.Context, key ledger.BucketKey) error {
 	if err != nil {
 		return err
 	}
-	others, sums := splitSums(others)
+	others, sums, leaseLapses := splitSums(others, now)
 	o.mu.Lock()
 	// Sums first: the tally the observation is taken from has everything
 	// the barrier that frees them waited for (barrier.go).
 	sumPlan := o.planSums(key, sums, now)
 	obs, err := o.tally.Observation(key)
-	plan := counting.PlanReservations(o.tally, key, others, notBefore, now).With(moves).With(sumPlan)
+	plan := counting.PlanReservations(o.tally, key, others, notBefore, now).With(moves).With(sumPlan).With(counting.Plan{Next: leaseLapses})
 	// This write carries every change made to the tally so far.
 	since, changed := o.dirtySince[key]
 	delete(o.dirtySince, key)

@@ -19,6 +19,8 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sync/atomic"
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/controller"
@@ -77,14 +79,19 @@ func addToManager(mgr manager.Manager, env *atomic.Pointer[builtins.Env]) error 
 		return err
 	}
 	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version, "settings", source,
-		"systemNamespace", settings.SystemNamespace, "reservationTTL", settings.ReservationTTL.Duration.String(), "deadline", settings.Deadline.Duration.String())
+		"systemNamespace", settings.SystemNamespace, "reservationTTL", settings.ReservationTTL.Duration.String(), "deadline", settings.Deadline.Duration.String(),
+		"capacityLeases", settings.CapacityLeases)
 	// Gatekeeper's Prometheus exporter serves the default gatherer
 	// (promhttp.Handler) on its --prometheus-port: registered there, the
 	// plugin's metrics appear next to Gatekeeper's own.
 	if err := metrics.RegisterGatekeeper(prometheus.DefaultRegisterer); err != nil {
 		return fmt.Errorf("quotakeeper metrics: %w", err)
 	}
-	l, m, err := grants.NewLedger(mgr, settings.SystemNamespace, ledger.WithReservationTTL(settings.ReservationTTL.Duration))
+	opts := []ledger.Option{ledger.WithReservationTTL(settings.ReservationTTL.Duration)}
+	if settings.CapacityLeases {
+		opts = append(opts, ledger.WithLeases(ledger.LeaseOptions{Holder: leaseHolder()}))
+	}
+	l, m, err := grants.NewLedger(mgr, settings.SystemNamespace, opts...)
 	if err != nil {
 		return fmt.Errorf("quotakeeper ledger: %w", err)
 	}
@@ -104,4 +111,21 @@ func addToManager(mgr manager.Manager, env *atomic.Pointer[builtins.Env]) error 
 		return fmt.Errorf("quotakeeper: %w", err)
 	}
 	return nil
+}
+
+// leaseHolder names this replica in the leases it holds: its pod's name
+// (the hostname), as a DNS label; the ledger adds the start time.
+func leaseHolder() string {
+	name, _ := os.Hostname()
+	name = strings.ToLower(name)
+	name = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, name)
+	if name = strings.Trim(name, "-"); name == "" {
+		return "gatekeeper"
+	}
+	return name[:min(len(name), 40)]
 }

@@ -37,6 +37,10 @@ type Settings struct {
 	// Deadline is the longest a quota.reserve call waits for the ledger
 	// before it denies; keep it below the webhook's timeoutSeconds.
 	Deadline metav1.Duration `json:"deadline,omitempty"`
+	// CapacityLeases lets each replica hold a lease of a busy bucket's
+	// headroom and admit creates inside it without a synchronous write
+	// (docs/architecture.md, "Capacity leases").
+	CapacityLeases bool `json:"capacityLeases,omitempty"`
 }
 
 // DefaultSettings are the settings with neither a file nor flags.
@@ -55,6 +59,7 @@ var (
 	settingsFile          = flag.String("quota-settings", DefaultSettingsFile, "file of the quotakeeper plugin's settings (YAML: systemNamespace, reservationTTL, deadline); absent, the defaults apply; a flag below wins over the file (quotakeeper)")
 	systemNamespaceFlag   = flag.String("quota-system-namespace", "", "namespace holding the AllowanceBuckets of consumers that are not namespaces (quotakeeper; default "+quotav1alpha1.DefaultSystemNamespace+")")
 	reservationTTLFlag    = flag.Duration("quota-reservation-ttl", 0, "how long an admission reservation holds quota before it expires unless its object appears (quotakeeper; default "+ledger.DefaultReservationTTL.String()+")")
+	capacityLeasesFlag    = flag.Bool("quota-capacity-leases", false, "admit creates inside per-replica leases of a bucket's headroom, recorded asynchronously, instead of one synchronous write per batch (quotakeeper; default off)")
 	deadlineFlag          = flag.Duration("quota-deadline", 0, "longest a quota.reserve call waits for the ledger before it denies and undoes what it wrote; keep it below the webhook's timeoutSeconds (quotakeeper; default "+builtins.DefaultDeadline.String()+")")
 	errSettingsFileAbsent = errors.New("no such file")
 )
@@ -65,7 +70,8 @@ func loadSettings() (Settings, string, error) {
 	flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	flags := Settings{SystemNamespace: *systemNamespaceFlag,
 		ReservationTTL: metav1.Duration{Duration: *reservationTTLFlag},
-		Deadline:       metav1.Duration{Duration: *deadlineFlag}}
+		Deadline:       metav1.Duration{Duration: *deadlineFlag},
+		CapacityLeases: *capacityLeasesFlag}
 	return LoadSettings(*settingsFile, given["quota-settings"], flags)
 }
 
@@ -124,6 +130,7 @@ func (s Settings) merge(over Settings) Settings {
 	if over.Deadline.Duration != 0 {
 		s.Deadline = over.Deadline
 	}
+	s.CapacityLeases = s.CapacityLeases || over.CapacityLeases
 	return s
 }
 

@@ -90,7 +90,7 @@ func main() {
 	flag.StringVar(&cfg.dir, "dir", filepath.Join(root, "_output", "load"), "directory for each cluster's kubeconfig, certificates and logs (replaced)")
 	flag.StringVar(&cfg.gatekeeper, "gatekeeper", filepath.Join(root, "bin", "gatekeeper"), "Gatekeeper binary built with the plugin (make gatekeeper)")
 	flag.StringVar(&cfg.stockGatekeeper, "stock-gatekeeper", "", "stock Gatekeeper binary (make gatekeeper-stock), for -modes externalData")
-	flag.StringVar(&modes, "modes", modeBuiltins, "admission modes to measure, comma-separated: "+modeBuiltins+", "+modeExternalData+"; with both, the report ends with phase (c) of each side by side (make load GATEKEEPER=stock)")
+	flag.StringVar(&modes, "modes", modeBuiltins, "admission modes to measure, comma-separated: "+modeBuiltins+", "+modeLeases+" (builtins with capacity leases), "+modeExternalData+"; with several, the report ends with phase (c) of each side by side (make load GATEKEEPER=stock; make load LOAD_FLAGS='-modes builtins,leases')")
 	flag.StringVar(&cfg.manager, "manager", filepath.Join(root, "bin", "quotakeeper-manager"), "quotakeeper manager binary (make manager)")
 	flag.DurationVar(&cfg.audit, "audit-interval", 60*time.Second, "Gatekeeper's audit interval (60 s is Gatekeeper's default)")
 	flag.DurationVar(&cfg.quiesce, "quiesce-timeout", 5*time.Minute, "how long a quota phase may take to settle (usage equal to the live objects, no reservations) before it fails")
@@ -195,14 +195,17 @@ func parseInts(s string) ([]int, error) {
 const (
 	modeBuiltins     = "builtins"
 	modeExternalData = "externalData"
+	// modeLeases is the builtin mode with the plugin's capacity leases on
+	// (--quota-capacity-leases).
+	modeLeases = "leases"
 )
 
 func parseModes(s string) ([]string, error) {
 	var out []string
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
-		if f != modeBuiltins && f != modeExternalData {
-			return nil, fmt.Errorf("%q: want %s or %s", f, modeBuiltins, modeExternalData)
+		if f != modeBuiltins && f != modeExternalData && f != modeLeases {
+			return nil, fmt.Errorf("%q: want %s, %s or %s", f, modeBuiltins, modeLeases, modeExternalData)
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -85,7 +86,7 @@ func (r *result) p(q float64) string { return ms(percentile(r.latencies, q)) }
 
 type harness struct {
 	cfg        config
-	mode       string // modeBuiltins or modeExternalData
+	mode       string // modeBuiltins, modeLeases or modeExternalData
 	replicas   int
 	c          *localcluster.Cluster
 	out        io.Writer
@@ -127,7 +128,10 @@ func runOnce(ctx context.Context, cfg config, mode string, replicas int) (*harne
 	start := time.Now()
 	opts := localcluster.Options{
 		Dir: dir, Gatekeeper: gatekeeper, GatekeeperReplicas: replicas, Manager: cfg.manager, ExternalData: mode == modeExternalData,
-		AuditInterval: cfg.audit, ManagerArgs: cfg.managerArgs, ManagerEnv: cfg.managerEnv, GatekeeperArgs: cfg.gatekeeperArgs,
+		AuditInterval: cfg.audit, ManagerArgs: cfg.managerArgs, ManagerEnv: cfg.managerEnv, GatekeeperArgs: slices.Clone(cfg.gatekeeperArgs),
+	}
+	if mode == modeLeases {
+		opts.GatekeeperArgs = append(opts.GatekeeperArgs, "--quota-capacity-leases")
 	}
 	if cfg.pprofDir != "" {
 		var err error
@@ -176,8 +180,11 @@ func runOnce(ctx context.Context, cfg config, mode string, replicas int) (*harne
 
 // modeTitle says which Gatekeeper decides quota in this run.
 func (h *harness) modeTitle() string {
-	if h.mode == modeExternalData {
+	switch h.mode {
+	case modeExternalData:
 		return "stock Gatekeeper, External Data (the manager's provider decides)"
+	case modeLeases:
+		return "Gatekeeper with the plugin (builtins), capacity leases on"
 	}
 	return "Gatekeeper with the plugin (builtins)"
 }

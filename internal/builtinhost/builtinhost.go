@@ -24,6 +24,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/internal/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/internal/grants"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"k8s.io/klog/v2"
 )
 
 // ClaimPolicies returns the ClaimCreationPolicies of systemNamespace's
@@ -96,6 +97,16 @@ func (u useWhenSynced) Start(ctx context.Context) error {
 	}
 	withLedger := *u.starting
 	withLedger.Ledger = u.ledger
+	// Capacity leases (when the ledger has them on) are taken against the
+	// synced grants only, and given back before Start returns, so a replica
+	// shut down cleanly leaves none to lapse.
+	leases := make(chan error, 1)
+	go func() { leases <- u.ledger.RunLeases(ctx) }()
+	defer func() {
+		if err := <-leases; err != nil {
+			klog.FromContext(ctx).Error(err, "giving capacity leases back failed; they hold their quota until they lapse and the manager frees them")
+		}
+	}()
 	u.env.Store(&withLedger)
 	defer u.env.Store(u.starting)
 	if !toolscache.WaitForCacheSync(ctx.Done(), u.policies.HasSynced) {

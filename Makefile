@@ -239,6 +239,9 @@ LOAD_MODES     :=
 else
 $(error GATEKEEPER=$(GATEKEEPER): use builtins or stock)
 endif
+# LEASES=1: make e2e and make exactness run the plugin with capacity leases
+# on, taken down to the last units (test/e2e/main_test.go).
+LEASES_ENV := $(if $(LEASES),QUOTAKEEPER_CAPACITY_LEASES=1)
 
 gatekeeper: $(GATEKEEPER_BIN) ## Gatekeeper v3.23.1 with quotakeeper's builtins and plugin linked in.
 
@@ -321,7 +324,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; longer: make fuzz FUZZT
 	done
 
 e2e: testbin gatekeeper $(if $(E2E_ENV),$(GATEKEEPER_STOCK)) manager $(HELM) ## End-to-end tests only: Gatekeeper replicas, the manager and a real control plane (GATEKEEPER=stock: on stock Gatekeeper, External Data).
-	$(E2E_ENV) go test $(GO_TEST_FLAGS) -v ./test/e2e/
+	$(E2E_ENV) $(LEASES_ENV) go test $(GO_TEST_FLAGS) -v ./test/e2e/
 
 faults: testbin gatekeeper manager $(HELM) ## The fault suite only: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults).
 	go test $(GO_TEST_FLAGS) -v ./test/faults/
@@ -338,8 +341,8 @@ faults: testbin gatekeeper manager $(HELM) ## The fault suite only: kube-apiserv
 EXACTNESS_ACTIONS ?= 2000
 EXACTNESS_SEED    ?= 0
 
-exactness: testbin gatekeeper $(if $(E2E_ENV),$(GATEKEEPER_STOCK)) manager $(HELM) ## Long exactness run: make exactness EXACTNESS_ACTIONS=2000 EXACTNESS_SEED=42 (GATEKEEPER=stock: on stock Gatekeeper); not part of test.
-	$(E2E_ENV) go test -race -count=1 -timeout 60m -v -run '^TestExactnessUnderRandomTenantActions$$' ./test/e2e/ \
+exactness: testbin gatekeeper $(if $(E2E_ENV),$(GATEKEEPER_STOCK)) manager $(HELM) ## Long exactness run: make exactness EXACTNESS_ACTIONS=2000 EXACTNESS_SEED=42 (GATEKEEPER=stock: on stock Gatekeeper; LEASES=1: capacity leases on); not part of test.
+	$(E2E_ENV) $(LEASES_ENV) go test -race -count=1 -timeout 60m -v -run '^TestExactnessUnderRandomTenantActions$$' ./test/e2e/ \
 		-args -exactness.actions=$(EXACTNESS_ACTIONS) -exactness.seed=$(EXACTNESS_SEED)
 
 # Benchmarks that talk to an apiserver run a fixed count: their b.N would

@@ -89,7 +89,7 @@ func addToManager(mgr manager.Manager, env *atomic.Pointer[builtins.Env]) error 
 	}
 	opts := []ledger.Option{ledger.WithReservationTTL(settings.ReservationTTL.Duration)}
 	if settings.CapacityLeases {
-		opts = append(opts, ledger.WithLeases(ledger.LeaseOptions{Holder: leaseHolder()}))
+		opts = append(opts, ledger.WithLeases(settings.LeaseOptions(leaseHolder())))
 	}
 	l, m, err := grants.NewLedger(mgr, settings.SystemNamespace, opts...)
 	if err != nil {

@@ -41,6 +41,18 @@ type Settings struct {
 	// headroom and admit creates inside it without a synchronous write
 	// (docs/architecture.md, "Capacity leases").
 	CapacityLeases bool `json:"capacityLeases,omitempty"`
+	// CapacityLeaseShare: a lease is 1/share of a bucket's headroom
+	// (default 16).
+	CapacityLeaseShare int64 `json:"capacityLeaseShare,omitempty"`
+	// CapacityLeaseMinCreates: no lease smaller than this many of the
+	// bucket's largest create (default 32); below it the bucket is decided
+	// synchronously.
+	CapacityLeaseMinCreates int64 `json:"capacityLeaseMinCreates,omitempty"`
+}
+
+// LeaseOptions are the ledger's lease options the settings give, for holder.
+func (s Settings) LeaseOptions(holder string) ledger.LeaseOptions {
+	return ledger.LeaseOptions{Holder: holder, Share: s.CapacityLeaseShare, MinCreates: s.CapacityLeaseMinCreates}
 }
 
 // DefaultSettings are the settings with neither a file nor flags.
@@ -59,6 +71,8 @@ var (
 	settingsFile          = flag.String("quota-settings", DefaultSettingsFile, "file of the quotakeeper plugin's settings (YAML: systemNamespace, reservationTTL, deadline); absent, the defaults apply; a flag below wins over the file (quotakeeper)")
 	systemNamespaceFlag   = flag.String("quota-system-namespace", "", "namespace holding the AllowanceBuckets of consumers that are not namespaces (quotakeeper; default "+quotav1alpha1.DefaultSystemNamespace+")")
 	reservationTTLFlag    = flag.Duration("quota-reservation-ttl", 0, "how long an admission reservation holds quota before it expires unless its object appears (quotakeeper; default "+ledger.DefaultReservationTTL.String()+")")
+	leaseShareFlag        = flag.Int64("quota-capacity-lease-share", 0, "with capacity leases, a lease is 1/share of a bucket's headroom (quotakeeper; default 16)")
+	leaseMinCreatesFlag   = flag.Int64("quota-capacity-lease-min-creates", 0, "with capacity leases, no lease smaller than this many of the bucket's largest create: the rest of the quota is decided synchronously (quotakeeper; default 32)")
 	capacityLeasesFlag    = flag.Bool("quota-capacity-leases", false, "admit creates inside per-replica leases of a bucket's headroom, recorded asynchronously, instead of one synchronous write per batch (quotakeeper; default off)")
 	deadlineFlag          = flag.Duration("quota-deadline", 0, "longest a quota.reserve call waits for the ledger before it denies and undoes what it wrote; keep it below the webhook's timeoutSeconds (quotakeeper; default "+builtins.DefaultDeadline.String()+")")
 	errSettingsFileAbsent = errors.New("no such file")
@@ -71,7 +85,7 @@ func loadSettings() (Settings, string, error) {
 	flags := Settings{SystemNamespace: *systemNamespaceFlag,
 		ReservationTTL: metav1.Duration{Duration: *reservationTTLFlag},
 		Deadline:       metav1.Duration{Duration: *deadlineFlag},
-		CapacityLeases: *capacityLeasesFlag}
+		CapacityLeases: *capacityLeasesFlag, CapacityLeaseShare: *leaseShareFlag, CapacityLeaseMinCreates: *leaseMinCreatesFlag}
 	return LoadSettings(*settingsFile, given["quota-settings"], flags)
 }
 
@@ -131,6 +145,12 @@ func (s Settings) merge(over Settings) Settings {
 		s.Deadline = over.Deadline
 	}
 	s.CapacityLeases = s.CapacityLeases || over.CapacityLeases
+	if over.CapacityLeaseShare != 0 {
+		s.CapacityLeaseShare = over.CapacityLeaseShare
+	}
+	if over.CapacityLeaseMinCreates != 0 {
+		s.CapacityLeaseMinCreates = over.CapacityLeaseMinCreates
+	}
 	return s
 }
 
@@ -145,6 +165,14 @@ func (s Settings) validate() error {
 	}{{"reservationTTL", s.ReservationTTL.Duration}, {"deadline", s.Deadline.Duration}} {
 		if d.value <= 0 {
 			errs = append(errs, fmt.Errorf("%s: Invalid value: %q: must be positive", d.field, d.value))
+		}
+	}
+	for _, n := range []struct {
+		field string
+		value int64
+	}{{"capacityLeaseShare", s.CapacityLeaseShare}, {"capacityLeaseMinCreates", s.CapacityLeaseMinCreates}} {
+		if n.value < 0 {
+			errs = append(errs, fmt.Errorf("%s: Invalid value: %d: must not be negative", n.field, n.value))
 		}
 	}
 	if ttl := s.ReservationTTL.Duration; ttl > 0 && ttl < ledger.MinReservationTTL {

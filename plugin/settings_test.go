@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quotakeeper/quotakeeper/internal/builtins"
 )
 
 func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
@@ -61,6 +63,15 @@ func TestLoadSettings(t *testing.T) {
 		name: "a flag wins over the file", file: chart, flags: Settings{ReservationTTL: duration(time.Minute)},
 		want:       Settings{SystemNamespace: "quota-buckets", ReservationTTL: duration(time.Minute), Deadline: duration(6 * time.Second)},
 		wantSource: chart + " and flags",
+	}, {
+		name: "capacity leases from the file, tuned by a flag", file: write("leases.yaml", "capacityLeases: true\ncapacityLeaseShare: 4\n"),
+		flags: Settings{CapacityLeaseMinCreates: 2},
+		want: Settings{SystemNamespace: "quotakeeper-system", ReservationTTL: duration(2 * time.Minute), Deadline: duration(builtins.DefaultDeadline),
+			CapacityLeases: true, CapacityLeaseShare: 4, CapacityLeaseMinCreates: 2},
+		wantSource: filepath.Join(dir, "leases.yaml") + " and flags",
+	}, {
+		name: "a negative lease share is refused", file: write("bad-share.yaml", "capacityLeaseShare: -2\n"),
+		wantErr: "quotakeeper plugin settings (" + filepath.Join(dir, "bad-share.yaml") + "): capacityLeaseShare: Invalid value: -2: must not be negative",
 	}, {
 		name: "a file named on the command line must exist", file: absent, named: true,
 		wantErr: "quotakeeper plugin settings " + absent + ": no such file",

@@ -78,6 +78,10 @@ func LeaseLapsed(r Reservation, now time.Time) bool {
 	return IsLease(r.ClaimID) && !now.Before(r.ExpiresAt.Add(LeaseSkew))
 }
 
+// leaseResize is how often a held lease is sized again to the bucket's
+// headroom when nothing else writes it.
+const leaseResize = time.Second
+
 // LeaseObject is the object a lease of holder names.
 func LeaseObject(holder string) ObjectRef {
 	return ObjectRef{APIGroup: sumGroup, Kind: leaseKind, Name: holder, UID: leaseUID}
@@ -160,6 +164,9 @@ type lease struct {
 	// granted is what may be admitted against the lease: its stored amount,
 	// or less while it is being shrunk.
 	granted int64
+	// stored is the lease's amount as last written; lastWrite, when.
+	stored    int64
+	lastWrite time.Time
 	// used is what was admitted against it and is not recorded yet.
 	used int64
 	// pending are those admissions, by claim id.
@@ -366,7 +373,10 @@ func (l *Ledger) leaseRound(ctx context.Context) error {
 		if le.id != "" && !le.closing && now.Sub(le.lastUsed) > ls.opts.Idle && len(le.pending) == 0 {
 			le.closing = true
 		}
-		renew := le.id != "" && le.usableUntil.Sub(now) < ls.opts.Duration/2
+		// A held lease is written again to renew it, to give back what a
+		// shrink left stored, and once a second to size it to the headroom
+		// (near the limit it comes back within a second or two).
+		renew := le.id != "" && (le.usableUntil.Sub(now) < ls.opts.Duration/2 || le.stored > le.granted || now.Sub(le.lastWrite) >= leaseResize)
 		if len(le.pending) > 0 || le.closing && le.id != "" || le.wanted && le.id == "" || renew {
 			le.writing = true
 			jobs = append(jobs, job{key, le})
@@ -487,13 +497,14 @@ func (l *Ledger) writeLease(ctx context.Context, key BucketKey, le *lease) error
 		return fmt.Errorf("lease %s in bucket %s: %w", id, key.Name(), err)
 	}
 	le.used -= recordedAmount
+	le.lastWrite = start
 	if amount == 0 {
-		le.id, le.granted, le.closing, le.wanted = "", 0, false, false
+		le.id, le.granted, le.stored, le.closing, le.wanted = "", 0, 0, false, false
 		le.usableUntil = time.Time{}
 		return nil
 	}
 	le.id, le.limit = id, limit
-	le.granted = amount
+	le.granted, le.stored = amount, amount
 	if target < amount {
 		// Shrinking: the stored amount covers admissions made during the
 		// write; from now on only target more, and the next write stores

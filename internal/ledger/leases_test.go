@@ -302,6 +302,51 @@ func TestACrashedHoldersLeaseCoversWhatItAdmitted(t *testing.T) {
 	}
 }
 
+// A lease its replica does not use is sized again every second to the
+// headroom the others leave: as another replica fills the bucket
+// synchronously, the lease shrinks to nothing and the other gets every
+// unit, exactly the limit in all.
+func TestAnUnusedLeaseComesBackWhenOthersTakeTheQuota(t *testing.T) {
+	const limit = 100
+	store, grants := ledger.NewMemoryStore(), ledger.NewGrantSet()
+	if err := grants.Set(ledger.Grant{ID: "quota/g#0", Generation: 1, Consumer: org("o"), ResourceType: rtProjects, Amount: limit}); err != nil {
+		t.Fatal(err)
+	}
+	key := ledger.NewBucketKey(org("o"), rtProjects, nil)
+	ctx := context.Background()
+	a := startReplica(t, store, grants, "gk-a", ledger.LeaseOptions{Interval: 10 * time.Millisecond, Share: 2, MinCreates: 1})
+	if d, err := a.ledger.Reserve(ctx, claim("a0", req(org("o"), rtProjects, 1, nil))); err != nil || !d.Granted {
+		t.Fatalf("a0: %+v %v", d, err)
+	}
+	waitFor(t, "a lease", func() bool { b, _, _ := store.Get(ctx, key); return len(leasesOf(b)) == 1 })
+
+	other := ledger.New(store, grants) // synchronous
+	got := 0
+	deadline := time.Now().Add(20 * time.Second)
+	for got < limit-1 {
+		if time.Now().After(deadline) {
+			b, _, _ := store.Get(ctx, key)
+			t.Fatalf("after 20 s the other replica has %d of the %d left; leases %+v", got, limit-1, leasesOf(b))
+		}
+		d, err := other.Reserve(ctx, claim(fmt.Sprintf("b%d", got), req(org("o"), rtProjects, 1, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Granted {
+			got++
+			continue
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d, err := other.Reserve(ctx, claim("one-too-many", req(org("o"), rtProjects, 1, nil))); err != nil || d.Granted {
+		t.Fatalf("past the limit: %+v %v", d, err)
+	}
+	b, _, _ := store.Get(ctx, key)
+	if ls := leasesOf(b); len(ls) != 0 {
+		t.Fatalf("a lease left in a full bucket: %+v", ls)
+	}
+}
+
 func TestAClaimCannotTakeALeasesID(t *testing.T) {
 	f := newFixture(t)
 	f.grant(t, "quota/g#0", org("o"), rtProjects, 10, nil)

@@ -182,7 +182,7 @@ func TestChartValues(t *testing.T) {
 
 	helm := helmOrSkip(t)
 	other, err := RenderChart(helm, filepath.Join(testenv.RepoRoot(), "charts", "quotakeeper"), "q", "tenants-quota",
-		"--set", "gatekeeper.namespace=policy,manager.replicas=1,manager.leaderElection=false,reservationTTL=90s,plugin.deadline=5s",
+		"--set", "gatekeeper.namespace=policy,manager.replicas=1,manager.leaderElection=false,reservationTTL=90s,plugin.deadline=5s,plugin.capacityLeases=true",
 		"--set", "manager.consumerLabelGroups={platform,system:masters},manager.bypassGroups={sre}",
 		"--set", "manager.certRotation=false,manager.extraArgs={--claim-concurrency=8}",
 		"--set", "manager.extraEnv[0].name=AUTOMEMLIMIT,manager.extraEnv[0].value=0.8",
@@ -208,7 +208,7 @@ func TestChartValues(t *testing.T) {
 	if _, err := other.Object("PodDisruptionBudget", "quotakeeper-manager"); err == nil {
 		t.Error("a PodDisruptionBudget for one replica: it would block every drain")
 	}
-	requireSettings(t, other, "policy", "systemNamespace: tenants-quota\nreservationTTL: 90s\ndeadline: 5s\n")
+	requireSettings(t, other, "policy", "systemNamespace: tenants-quota\nreservationTTL: 90s\ndeadline: 5s\ncapacityLeases: true\n")
 	for _, obj := range other {
 		if ns := obj.GetNamespace(); ns != "" && ns != "tenants-quota" && ns != "policy" {
 			t.Errorf("%s: namespace %s, want the release's or gatekeeper.namespace", objectKey(obj), ns)

@@ -29,6 +29,13 @@ const reservationTTL = ledger.MinReservationTTL
 // runs the suite once in each.
 const AdmissionEnv = "QUOTAKEEPER_ADMISSION"
 
+// LeasesEnv, set to 1, runs the suite with the plugin's capacity leases on,
+// each a half of the headroom and taken down to a single create's worth
+// (--quota-capacity-lease-share=2, --quota-capacity-lease-min-creates=1):
+// the hardest case for exactness, with nearly every create of a lane
+// admitted inside a lease (make e2e LEASES=1, make exactness LEASES=1).
+const LeasesEnv = "QUOTAKEEPER_CAPACITY_LEASES"
+
 var cluster *localcluster.Cluster
 
 // stockMode is true when the suite runs on a stock Gatekeeper with the
@@ -48,11 +55,26 @@ func TestMain(m *testing.M) {
 	if stockMode {
 		suite = "e2e-stock"
 	}
+	var gatekeeperArgs []string
+	switch leases := os.Getenv(LeasesEnv); leases {
+	case "", "0":
+	case "1":
+		if stockMode {
+			fmt.Fprintf(os.Stderr, "%s=1: capacity leases are the plugin's; the stock mode has none\n", LeasesEnv)
+			os.Exit(2)
+		}
+		suite += "-leases"
+		gatekeeperArgs = []string{"--quota-capacity-leases", "--quota-capacity-lease-share=2", "--quota-capacity-lease-min-creates=1"}
+	default:
+		fmt.Fprintf(os.Stderr, "%s=%q: want 1 or 0\n", LeasesEnv, leases)
+		os.Exit(2)
+	}
 	os.Exit(testcluster.Main(m, suite, localcluster.Options{
 		GatekeeperReplicas: 3,
 		ReservationTTL:     reservationTTL,
 		ManagerArgs:        []string{"--bypass-groups=system:masters," + bypassGroup},
 		ExternalData:       stockMode,
+		GatekeeperArgs:     gatekeeperArgs,
 	}, &cluster))
 }
 

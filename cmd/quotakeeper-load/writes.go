@@ -22,6 +22,8 @@ import (
 // the claim controller's reservations.
 type writeSample struct {
 	gatekeeperWrites, gatekeeperMutations, managerWrites, conflicts float64
+	// leased counts the creates admitted inside capacity leases.
+	leased float64
 	// api counts the API server's successful writes of quotakeeper's
 	// kinds, by resource[/subresource]: what bucket writes cause besides
 	// (effective grants, ResourceClaim views).
@@ -41,6 +43,7 @@ func (h *harness) writes(ctx context.Context) writeSample {
 		s.gatekeeperWrites += float64(writes)
 		s.gatekeeperMutations += mutations
 		s.conflicts += m.Counter("quotakeeper_bucket_write_conflicts_total", nil)
+		s.leased += m.Counter("quotakeeper_leased_admissions_total", nil)
 	}
 	if h.c.Manager != nil {
 		if m, err := h.c.Manager.Scrape(ctx); err == nil {
@@ -104,6 +107,9 @@ func (h *harness) printWrites(before, after writeSample) {
 	}
 	h.printf("    bucket status writes: gatekeeper %.0f (%.1f reservations each), manager %.0f; %.0f conflicts\n",
 		gk, perWrite, after.managerWrites-before.managerWrites, after.conflicts-before.conflicts)
+	if n := after.leased - before.leased; n > 0 {
+		h.printf("    admitted inside capacity leases: %.0f (no synchronous write)\n", n)
+	}
 	var api []string
 	for _, key := range slices.Sorted(maps.Keys(after.api)) {
 		if n := after.api[key] - before.api[key]; n > 0 {

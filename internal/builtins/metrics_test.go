@@ -1,6 +1,7 @@
 package builtins_test
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -101,4 +102,51 @@ func delta(before, after map[string]float64) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// A create granted inside a capacity lease is counted as leased besides
+// granted; the one before it, which went the synchronous way and asked for
+// the lease, only as granted. Both answer with the same decision shape.
+func TestLeasedAdmissionsAreCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if err := metrics.RegisterGatekeeper(reg); err != nil {
+		t.Fatal(err)
+	}
+	set := ledger.NewGrantSet()
+	if err := set.Set(ledger.Grant{ID: "g", Consumer: teamA, ResourceType: "core/pods", Amount: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	store := ledger.NewMemoryStore()
+	l := ledger.New(store, set, ledger.WithLeases(ledger.LeaseOptions{Holder: "gk-0", Interval: 5 * time.Millisecond}))
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.RunLeases(ctx) }()
+	defer func() { stop(); <-done }()
+	useEnv(t, func(env *builtins.Env) { env.Ledger = l })
+
+	before := samples(t, reg)
+	first := mustEval(t, "quota.reserve(input)", claim("c1", pods(teamA, 1)))
+	key := ledger.NewBucketKey(teamA, "core/pods", nil)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		b, _, _ := store.Get(context.Background(), key)
+		if len(b.Reservations) == 2 { // c1 and the lease
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no lease after 10 s: %+v", b.Reservations)
+		}
+	}
+	second := mustEval(t, "quota.reserve(input)", claim("c2", pods(teamA, 1)))
+	for _, d := range []any{first, second} {
+		if m := d.(map[string]any); m["granted"] != true {
+			t.Fatalf("decision %v, want granted", m)
+		}
+	}
+	got := delta(before, samples(t, reg))
+	want := map[string]float64{
+		`quotakeeper_admission_decisions_total{result="granted"}`: 2,
+		`quotakeeper_leased_admissions_total`:                     1,
+		`quotakeeper_reserve_duration_seconds_count`:              2,
+	}
+	assertEqual(t, "metric changes", got, want)
 }

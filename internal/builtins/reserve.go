@@ -62,6 +62,9 @@ func reserve(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, erro
 		return halt(metrics.CauseInternal, err)
 	}
 	metrics.Decision(d.Granted, time.Since(start))
+	if added.Leased() {
+		metrics.LeasedAdmission()
+	}
 	return t, nil
 }
 

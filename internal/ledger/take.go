@@ -45,6 +45,10 @@ type Taken struct {
 // Empty reports whether the call added nothing.
 func (t Taken) Empty() bool { return len(t.keys) == 0 }
 
+// Leased reports whether the call was admitted inside capacity leases
+// (leases.go), with no synchronous write.
+func (t Taken) Leased() bool { return t.leased }
+
 // ClaimID is the ID the reservations are held under.
 func (t Taken) ClaimID() string { return t.claim.ID }
 

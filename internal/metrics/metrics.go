@@ -94,6 +94,12 @@ var (
 		Help:      "Builtin calls that halted, so the evaluation failed closed (Gatekeeper denies), by builtin and cause.",
 	}, []string{"builtin", "cause"})
 
+	leasedAdmissions = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace,
+		Name:      "leased_admissions_total",
+		Help:      "Creates quota.reserve granted inside this replica's capacity lease, with no synchronous bucket write (the plugin's capacityLeases setting).",
+	})
+
 	writeConflicts = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: namespace,
 		Name:      "bucket_write_conflicts_total",
@@ -122,6 +128,9 @@ var (
 	observerEvaluateErrors = observerErrors.WithLabelValues(OperationEvaluate)
 	observerWriteErrors    = observerErrors.WithLabelValues(OperationWrite)
 )
+
+// LeasedAdmission counts a create granted inside a capacity lease.
+func LeasedAdmission() { leasedAdmissions.Inc() }
 
 // Decision counts one quota.reserve decision that reached the ledger and
 // the time the ledger took.
@@ -194,7 +203,7 @@ func RegisterAdmission(reg prometheus.Registerer) error {
 // admissionCollectors are recorded wherever the builtins decide
 // admissions.
 func admissionCollectors() []prometheus.Collector {
-	return []prometheus.Collector{admissionDecisions, reserveDuration, halts}
+	return []prometheus.Collector{admissionDecisions, reserveDuration, halts, leasedAdmissions}
 }
 
 // RegisterManager registers the manager's metrics: every bucket's numbers,

@@ -286,7 +286,7 @@ unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
 	cd api && go test $(GO_TEST_FLAGS) -short ./...
 
-test: verify testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota images $(HELM) ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector, the end-to-end suite again on stock Gatekeeper (External Data), then the fault suite alone.
+test: verify testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota images $(HELM) ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector, the end-to-end suite again on stock Gatekeeper (External Data), the exactness harness with capacity leases, then the fault suite alone.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
 	$(QUOTACTL) verify templates/
 	cd hack/tools/images && go test -count=1 ./...
@@ -297,6 +297,11 @@ test: verify testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota 
 	@# The end-to-end suite again on a stock Gatekeeper with the templates'
 	@# External Data twins (test/e2e/main_test.go): the second admission mode.
 	QUOTAKEEPER_ADMISSION=externalData go test $(GO_TEST_FLAGS) ./test/e2e/
+	@# The exactness harness and the concurrent creators at the limit once
+	@# more with capacity leases on, taken down to one create's worth, a
+	@# Gatekeeper replica killed while it holds them (make exactness LEASES=1
+	@# runs the harness long).
+	QUOTAKEEPER_CAPACITY_LEASES=1 go test $(GO_TEST_FLAGS) -run '^(TestExactnessUnderRandomTenantActions|TestConcurrentCreatorsAcrossReplicas)$$' ./test/e2e/
 	go test $(GO_TEST_FLAGS) ./test/faults/
 	$(MAKE) fuzz FUZZTIME=$(TEST_FUZZTIME)
 

@@ -55,10 +55,12 @@ import (
 type config struct {
 	namespaces, creates, creators, prefill int
 	restartObjects                         int
-	replicas                               []int
-	grant                                  int64
-	phases                                 map[string]bool
-	dir, gatekeeper, manager               string
+	// downtime is how long phase (g) keeps creating with the manager down.
+	downtime                 time.Duration
+	replicas                 []int
+	grant                    int64
+	phases                   map[string]bool
+	dir, gatekeeper, manager string
 	// stockGatekeeper is Gatekeeper's own build, which the External Data
 	// mode runs (modes).
 	stockGatekeeper string
@@ -84,6 +86,7 @@ func main() {
 	flag.IntVar(&cfg.creators, "creators", 100, "concurrent creators")
 	flag.IntVar(&cfg.prefill, "prefill", 20000, "objects counted in the shared bucket before phase (f) is measured")
 	flag.IntVar(&cfg.restartObjects, "restart-objects", 100_000, "objects counted before the manager restart of phase (r)")
+	flag.DurationVar(&cfg.downtime, "downtime", 10*time.Minute, "how long phase (g) keeps creating with the manager down")
 	flag.Int64Var(&cfg.grant, "grant", 1_000_000, "the shared bucket's grant in phases (c) and (f)")
 	flag.StringVar(&replicas, "replicas", "1,3", "Gatekeeper replica counts, comma-separated: the whole run once per count, on a fresh cluster")
 	flag.StringVar(&phases, "phases", "a,b,c,d,e,f,v,r", "phases to run, comma-separated")
@@ -218,8 +221,8 @@ func parsePhases(s string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
-		if len(f) != 1 || (f < "a" || f > "f") && f != "r" && f != "v" {
-			return nil, fmt.Errorf("%q: want letters a to f, r or v", f)
+		if len(f) != 1 || (f < "a" || f > "g") && f != "r" && f != "v" {
+			return nil, fmt.Errorf("%q: want letters a to g, r or v", f)
 		}
 		out[f] = true
 	}

@@ -165,6 +165,11 @@ func runOnce(ctx context.Context, cfg config, mode string, replicas int) (*harne
 		}
 		h.results[id] = r
 	}
+	if cfg.phases["g"] {
+		if err := h.downtimePhase(ctx); err != nil {
+			return nil, fmt.Errorf("phase (g) (logs in %s): %w", dir, err)
+		}
+	}
 	if cfg.phases["r"] {
 		if err := h.restartPhase(ctx); err != nil {
 			return nil, fmt.Errorf("phase (r) (logs in %s): %w", dir, err)
@@ -393,7 +398,14 @@ func (h *harness) drive(ctx context.Context, jobs []job) *result {
 		queue <- j
 	}
 	close(queue)
-	r := &result{attempts: len(jobs), latencies: make([]time.Duration, 0, len(jobs))}
+	return h.driveQueue(ctx, queue, len(jobs))
+}
+
+// driveQueue runs the jobs queue yields until it is closed, with
+// cfg.creators concurrent creators, and measures them; n is how many are
+// expected (0: unknown).
+func (h *harness) driveQueue(ctx context.Context, queue <-chan job, n int) *result {
+	r := &result{attempts: n, latencies: make([]time.Duration, 0, n)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -428,6 +440,7 @@ func (h *harness) drive(ctx context.Context, jobs []job) *result {
 	}
 	wg.Wait()
 	r.wall = time.Since(start)
+	r.attempts = len(r.latencies)
 	return r
 }
 

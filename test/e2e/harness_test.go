@@ -158,6 +158,7 @@ func TestExactnessUnderRandomTenantActions(t *testing.T) {
 	}
 	t.Logf("seed %d (replay: make exactness EXACTNESS_SEED=%d EXACTNESS_ACTIONS=%d)", seed, seed, *exactnessActions)
 	start := time.Now()
+	defer leasedSince(t)()
 
 	// Updates wait up to 1.5 s in a second webhook, so the harness's other
 	// actions run while they are in flight (within the reservation TTL).

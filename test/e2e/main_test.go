@@ -38,6 +38,9 @@ const LeasesEnv = "QUOTAKEEPER_CAPACITY_LEASES"
 
 var cluster *localcluster.Cluster
 
+// leasesOn is true when the suite runs with capacity leases (LeasesEnv).
+var leasesOn bool
+
 // stockMode is true when the suite runs on a stock Gatekeeper with the
 // External Data twins.
 var stockMode bool
@@ -63,7 +66,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintf(os.Stderr, "%s=1: capacity leases are the plugin's; the stock mode has none\n", LeasesEnv)
 			os.Exit(2)
 		}
-		suite += "-leases"
+		suite, leasesOn = suite+"-leases", true
 		gatekeeperArgs = []string{"--quota-capacity-leases", "--quota-capacity-lease-share=2", "--quota-capacity-lease-min-creates=1"}
 	default:
 		fmt.Fprintf(os.Stderr, "%s=%q: want 1 or 0\n", LeasesEnv, leases)

@@ -150,3 +150,37 @@ func histogramCount(m localcluster.Metrics, name string) uint64 {
 	n, _ := m.Histogram(name)
 	return n
 }
+
+// leasedSince returns, with capacity leases on, a check that creates were
+// admitted inside leases from now on (quotakeeper_leased_admissions_total
+// over the Gatekeeper replicas; a replica restarted since counts from its
+// start): a run with leases on that never used one proved nothing about
+// them. With leases off the check does nothing.
+func leasedSince(t *testing.T) (check func()) {
+	t.Helper()
+	if !leasesOn {
+		return func() {}
+	}
+	count := func() []float64 {
+		var out []float64
+		for _, m := range scrapeDeciders(t) {
+			out = append(out, m.Counter("quotakeeper_leased_admissions_total", nil))
+		}
+		return out
+	}
+	before := count()
+	return func() {
+		t.Helper()
+		var leased float64
+		for i, n := range count() {
+			if i < len(before) && n >= before[i] {
+				n -= before[i]
+			}
+			leased += n
+		}
+		t.Logf("capacity leases on: %.0f creates admitted inside a lease", leased)
+		if leased == 0 {
+			t.Errorf("capacity leases on, yet no create was admitted inside one")
+		}
+	}
+}

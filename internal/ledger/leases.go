@@ -245,7 +245,7 @@ func (l *Ledger) reserveLeased(claim Claim) (d Decision, t Taken, ok bool) {
 			}
 		}
 	}
-	if !fits || (!replay && anyPending(ls, ts, claim.ID)) {
+	if !replay && (!fits || anyPending(ls, ts, claim.ID)) {
 		// Wakes the runner (or its first round, if it has not started).
 		select {
 		case ls.wake <- struct{}{}:

@@ -347,6 +347,49 @@ func TestAnUnusedLeaseComesBackWhenOthersTakeTheQuota(t *testing.T) {
 	}
 }
 
+// A replica that cannot renew its lease (the API server unreachable) stops
+// admitting inside it a second before it expires: from then on every create
+// goes the synchronous way, which fails closed while the store does.
+func TestALeaseThatCannotBeRenewedStopsAdmittingBeforeItExpires(t *testing.T) {
+	shared, grants := ledger.NewMemoryStore(), ledger.NewGrantSet()
+	if err := grants.Set(ledger.Grant{ID: "quota/g#0", Generation: 1, Consumer: org("o"), ResourceType: rtProjects, Amount: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	key := ledger.NewBucketKey(org("o"), rtProjects, nil)
+	ctx := context.Background()
+	store := &crashableStore{Store: shared}
+	const duration = 2 * time.Second
+	a := startReplica(t, store, grants, "gk-a", ledger.LeaseOptions{Duration: duration, Interval: 10 * time.Millisecond})
+	if _, err := a.ledger.Reserve(ctx, claim("first", req(org("o"), rtProjects, 1, nil))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a lease", func() bool { b, _, _ := shared.Get(ctx, key); return len(leasesOf(b)) == 1 })
+	store.failing.Store(true)
+	time.Sleep(50 * time.Millisecond) // a renewal in flight lands, or never will
+	b, _, _ := shared.Get(ctx, key)
+	lease := leasesOf(b)[0]
+	for i := 0; ; i++ {
+		d, err := a.ledger.Reserve(ctx, claim(fmt.Sprintf("c%d", i), req(org("o"), rtProjects, 1, nil)))
+		if err != nil {
+			// The synchronous path, failing with the store.
+			if now := time.Now(); !now.Before(lease.ExpiresAt) {
+				t.Fatalf("admitted inside the lease until %s, after its expiry %s", now.Format(time.StampMicro), lease.ExpiresAt.Format(time.StampMicro))
+			}
+			if i == 0 {
+				t.Fatal("nothing admitted inside the lease")
+			}
+			return
+		}
+		if !d.Granted {
+			t.Fatalf("c%d denied inside a lease with room", i)
+		}
+		if time.Now().After(lease.ExpiresAt.Add(time.Second)) {
+			t.Fatalf("still admitting a second after the lease's expiry %s", lease.ExpiresAt.Format(time.StampMicro))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestAClaimCannotTakeALeasesID(t *testing.T) {
 	f := newFixture(t)
 	f.grant(t, "quota/g#0", org("o"), rtProjects, 10, nil)

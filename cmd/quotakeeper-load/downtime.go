@@ -138,9 +138,12 @@ func (h *harness) downtimePhase(ctx context.Context) error {
 		}
 		r.id = "g"
 		results[i] = r
-		vs := "no (c) in this run"
+		// Beside the steady stretch (the same sustained load: audit
+		// passes, a growing count) and beside (c), a burst of a few
+		// seconds started just after an audit pass.
+		vs := fmt.Sprintf("%.2f of steady", r.rate()/results[0].rate())
 		if base != nil {
-			vs = fmt.Sprintf("%.2f of (c)", r.rate()/base.rate())
+			vs += fmt.Sprintf(", %.2f of (c)", r.rate()/base.rate())
 		}
 		h.printf("(g) %-7s %6d creates, %6d admitted, %d denied by quota, %d failed in %s: %.1f/s (%s), p50 %s, p99 %s\n",
 			st.name, r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(100*time.Millisecond), r.rate(), vs, r.p(50), r.p(99))

@@ -458,7 +458,7 @@ func (l *Ledger) writeLease(ctx context.Context, key BucketKey, le *lease) error
 			u, err := Bucket{Limit: lim, Allocated: b.Allocated, Reservations: b.Reservations}.Usage()
 			if err == nil && !closing && u.Available > 0 {
 				target = u.Available / ls.opts.Share
-				if target < ls.opts.MinCreates*max(unit, 1) {
+				if target/ls.opts.MinCreates < max(unit, 1) { // target < MinCreates × unit, without overflow
 					target = 0
 				}
 			}

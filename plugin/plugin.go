@@ -19,8 +19,6 @@ package plugin
 import (
 	"context"
 	"fmt"
-	"os"
-	"strings"
 	"sync/atomic"
 
 	"github.com/open-policy-agent/gatekeeper/v3/pkg/controller"
@@ -89,7 +87,7 @@ func addToManager(mgr manager.Manager, env *atomic.Pointer[builtins.Env]) error 
 	}
 	opts := []ledger.Option{ledger.WithReservationTTL(settings.ReservationTTL.Duration)}
 	if settings.CapacityLeases {
-		opts = append(opts, ledger.WithLeases(settings.LeaseOptions(leaseHolder())))
+		opts = append(opts, ledger.WithLeases(settings.LeaseOptions(builtinhost.LeaseHolder())))
 	}
 	l, m, err := grants.NewLedger(mgr, settings.SystemNamespace, opts...)
 	if err != nil {
@@ -111,21 +109,4 @@ func addToManager(mgr manager.Manager, env *atomic.Pointer[builtins.Env]) error 
 		return fmt.Errorf("quotakeeper: %w", err)
 	}
 	return nil
-}
-
-// leaseHolder names this replica in the leases it holds: its pod's name
-// (the hostname), as a DNS label; the ledger adds the start time.
-func leaseHolder() string {
-	name, _ := os.Hostname()
-	name = strings.ToLower(name)
-	name = strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
-			return r
-		}
-		return '-'
-	}, name)
-	if name = strings.Trim(name, "-"); name == "" {
-		return "gatekeeper"
-	}
-	return name[:min(len(name), 40)]
 }

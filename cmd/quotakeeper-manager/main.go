@@ -73,37 +73,39 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 type flags struct {
-	metricsAddr, probeAddr     string
-	pprofAddr                  string
-	leaderElect                bool
-	leaderElectionID           string
-	leaderElectionNamespace    string
-	systemNamespace            string
-	consumerLabelGroups        string
-	consumerLabelKeys          string
-	bypassGroups               string
-	maxBypassDuration          time.Duration
-	reservationTTL             time.Duration
-	webhookPort                int
-	certDir                    string
-	disableCertRotation        bool
-	webhookNamespace           string
-	webhookService             string
-	webhookSecret              string
-	validatingConfiguration    string
-	mutatingConfiguration      string
-	claimConcurrency           int
-	effectiveRefresh           time.Duration
-	observerResync             time.Duration
-	observerWriteInterval      time.Duration
-	sumBarrier                 time.Duration
-	objectClaims               bool
-	objectClaimsQPS            float64
-	externalDataAddr           string
-	externalDataProvider       string
-	externalDataClientCA       string
-	externalDataClientCASecret string
-	externalDataDeadline       time.Duration
+	metricsAddr, probeAddr      string
+	pprofAddr                   string
+	leaderElect                 bool
+	leaderElectionID            string
+	leaderElectionNamespace     string
+	systemNamespace             string
+	consumerLabelGroups         string
+	consumerLabelKeys           string
+	bypassGroups                string
+	maxBypassDuration           time.Duration
+	reservationTTL              time.Duration
+	capacityLeases              bool
+	leaseShare, leaseMinCreates int64
+	webhookPort                 int
+	certDir                     string
+	disableCertRotation         bool
+	webhookNamespace            string
+	webhookService              string
+	webhookSecret               string
+	validatingConfiguration     string
+	mutatingConfiguration       string
+	claimConcurrency            int
+	effectiveRefresh            time.Duration
+	observerResync              time.Duration
+	observerWriteInterval       time.Duration
+	sumBarrier                  time.Duration
+	objectClaims                bool
+	objectClaimsQPS             float64
+	externalDataAddr            string
+	externalDataProvider        string
+	externalDataClientCA        string
+	externalDataClientCASecret  string
+	externalDataDeadline        time.Duration
 }
 
 func parseFlags() flags {
@@ -119,6 +121,9 @@ func parseFlags() flags {
 	flag.StringVar(&f.bypassGroups, "bypass-groups", "system:masters", "Comma-separated groups whose members may create, change or delete a QuotaBypass (the break-glass procedure: quota denials of the constraints it names become warnings for a while); nobody else may.")
 	flag.DurationVar(&f.maxBypassDuration, "max-bypass-duration", webhooks.DefaultMaxBypassDuration, "Longest spec.duration a QuotaBypass may have.")
 	flag.StringVar(&f.systemNamespace, "system-namespace", quotav1alpha1.DefaultSystemNamespace, "Namespace of the buckets and grants of consumers that are neither a namespace nor inside one.")
+	flag.BoolVar(&f.capacityLeases, "capacity-leases", false, "With --external-data-bind-address: the provider admits creates inside per-replica leases of a bucket's headroom, recorded asynchronously (docs/architecture.md, \"Capacity leases\").")
+	flag.Int64Var(&f.leaseShare, "capacity-lease-share", 0, "With --capacity-leases: a lease is 1/share of a bucket's headroom (default 16).")
+	flag.Int64Var(&f.leaseMinCreates, "capacity-lease-min-creates", 0, "With --capacity-leases: no lease smaller than this many of the bucket's largest create (default 32).")
 	flag.DurationVar(&f.reservationTTL, "reservation-ttl", ledger.DefaultReservationTTL, "Lifetime of the reservations the claim controller makes for the Allocation claims it grants. Reservations made at admission carry their own expiry.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
 	flag.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook serving certificate (tls.crt, tls.key).")
@@ -209,7 +214,15 @@ func run(f flags) error {
 	}
 	// The process's one ledger: the controllers and the observer share its
 	// grant mirror, live client and write queues.
-	l, m, err := grants.NewLedger(mgr, f.systemNamespace, ledger.WithReservationTTL(f.reservationTTL))
+	opts := []ledger.Option{ledger.WithReservationTTL(f.reservationTTL)}
+	if f.capacityLeases && f.externalDataAddr != "" {
+		// Taken and recorded by the provider's host (builtinhost), on every
+		// replica: leader election plays no part in admission.
+		opts = append(opts, ledger.WithLeases(ledger.LeaseOptions{
+			Holder: builtinhost.LeaseHolder(), Share: f.leaseShare, MinCreates: f.leaseMinCreates,
+		}))
+	}
+	l, m, err := grants.NewLedger(mgr, f.systemNamespace, opts...)
 	if err != nil {
 		return fmt.Errorf("ledger: %w", err)
 	}

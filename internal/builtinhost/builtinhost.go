@@ -14,17 +14,19 @@ package builtinhost
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/internal/claimpolicies"
 	"github.com/quotakeeper/quotakeeper/internal/grants"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
-	"k8s.io/klog/v2"
 )
 
 // ClaimPolicies returns the ClaimCreationPolicies of systemNamespace's
@@ -121,3 +123,20 @@ func (u useWhenSynced) Start(ctx context.Context) error {
 
 // NeedLeaderElection is false: every replica answers admission requests.
 func (useWhenSynced) NeedLeaderElection() bool { return false }
+
+// LeaseHolder names this replica in the capacity leases it holds
+// (ledger.WithLeases): its pod's name, the hostname, as a DNS label; the
+// ledger adds the start time.
+func LeaseHolder() string {
+	name, _ := os.Hostname()
+	name = strings.Trim(strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, strings.ToLower(name)), "-")
+	if name == "" {
+		return "replica"
+	}
+	return name[:min(len(name), 40)]
+}

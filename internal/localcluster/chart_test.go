@@ -346,4 +346,12 @@ func TestChartRendersTheExternalDataMode(t *testing.T) {
 			t.Errorf("externalData.clientCASecret empty renders %s", arg)
 		}
 	}
+	// Capacity leases: in this mode the provider takes them.
+	leased := render(t, "--set", "admission=externalData", "--set", "plugin.capacityLeases=true")
+	if d, err = leased.managerDeployment(); err != nil {
+		t.Fatal(err)
+	}
+	if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--capacity-leases") {
+		t.Errorf("plugin.capacityLeases=true in the externalData mode: manager args %q lack --capacity-leases", args)
+	}
 }

@@ -59,14 +59,16 @@ func TestMain(m *testing.M) {
 		suite = "e2e-stock"
 	}
 	var gatekeeperArgs []string
+	managerArgs := []string{"--bypass-groups=system:masters," + bypassGroup}
 	switch leases := os.Getenv(LeasesEnv); leases {
 	case "", "0":
 	case "1":
-		if stockMode {
-			fmt.Fprintf(os.Stderr, "%s=1: capacity leases are the plugin's; the stock mode has none\n", LeasesEnv)
-			os.Exit(2)
-		}
+		// The plugin's, or in the stock mode the provider's.
 		suite, leasesOn = suite+"-leases", true
+		if stockMode {
+			managerArgs = append(managerArgs, "--capacity-leases", "--capacity-lease-share=2", "--capacity-lease-min-creates=1")
+			break
+		}
 		gatekeeperArgs = []string{"--quota-capacity-leases", "--quota-capacity-lease-share=2", "--quota-capacity-lease-min-creates=1"}
 	default:
 		fmt.Fprintf(os.Stderr, "%s=%q: want 1 or 0\n", LeasesEnv, leases)
@@ -75,7 +77,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testcluster.Main(m, suite, localcluster.Options{
 		GatekeeperReplicas: 3,
 		ReservationTTL:     reservationTTL,
-		ManagerArgs:        []string{"--bypass-groups=system:masters," + bypassGroup},
+		ManagerArgs:        managerArgs,
 		ExternalData:       stockMode,
 		GatekeeperArgs:     gatekeeperArgs,
 	}, &cluster))

@@ -14,6 +14,23 @@ ETCD           := $(TESTBIN)/etcd-$(ETCD_VERSION)
 ASSETS := $(TESTBIN)/k8s-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
+# The real-node test bed (make node-e2e, test/node): kubelet and kube-scheduler
+# from the same Kubernetes module as kube-apiserver, containerd (with ctr and
+# its runc shim) and the CNI plugins from their own modules under hack/testbin,
+# runc from Debian, and a pause image of our own (hack/testbin/pause). The
+# test reads them from one directory per version set, as envtest reads
+# KUBEBUILDER_ASSETS.
+NODEBIN := $(BIN)/node
+CONTAINERD_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/containerd/containerd/v2") print $$(i+1)}' hack/testbin/containerd/go.mod)
+CNI_PLUGINS_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/containernetworking/plugins") print $$(i+1)}' hack/testbin/cni-plugins/go.mod)
+KUBELET        := $(NODEBIN)/kubelet-$(KUBE_VERSION)
+KUBE_SCHEDULER := $(NODEBIN)/kube-scheduler-$(KUBE_VERSION)
+CONTAINERD     := $(NODEBIN)/containerd-$(CONTAINERD_VERSION)
+CNI_PLUGINS    := $(NODEBIN)/cni-plugins-$(CNI_PLUGINS_VERSION)
+NODE_ASSETS    := $(NODEBIN)/k8s-$(KUBE_VERSION)-containerd-$(CONTAINERD_VERSION)-cni-$(CNI_PLUGINS_VERSION)
+# Debian's runc (1.1.5 in bookworm), which containerd's shim runs.
+RUNC           := /usr/sbin/runc
+
 # golangci-lint is built from its own module (hack/tools/golangci-lint), so its
 # dependencies never enter the main module's graph; the version is go.mod's.
 GOLANGCI_LINT_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/golangci/golangci-lint/v2") print $$(i+1)}' hack/tools/golangci-lint/go.mod)
@@ -62,7 +79,7 @@ GO_BUILD_FLAGS := -trimpath -ldflags '$(LDFLAGS)'
 # `go test -race` needs cgo. test/binaries checks the outputs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build generate verify lint vet test unit fuzz bench testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota images release release-test e2e faults exactness run load clean help
+.PHONY: all build generate verify lint vet test unit fuzz bench testbin node-bin node-e2e gatekeeper gatekeeper-stock manager quotactl kubectl-quota images release release-test e2e faults exactness run load clean help
 
 all: build
 
@@ -218,6 +235,61 @@ $(ASSETS)/etcd: $(ETCD)
 	@mkdir -p $(ASSETS)
 	ln -sf ../$(notdir $<) $@
 
+node-bin: $(NODE_ASSETS)/.complete ## Build what make node-e2e's node runs: kubelet, kube-scheduler, containerd, ctr, CNI plugins (cached in bin/node/), runc from Debian.
+
+$(KUBELET):
+	@mkdir -p $(NODEBIN)
+	@echo "building kubelet $(KUBE_VERSION) from module sources"
+	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kubelet
+
+$(KUBE_SCHEDULER):
+	@mkdir -p $(NODEBIN)
+	@echo "building kube-scheduler $(KUBE_VERSION) from module sources"
+	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+
+# Static and without btrfs, as containerd's own release builds the shim:
+# the btrfs snapshotter needs cgo and btrfs headers, and the bed uses overlayfs.
+$(CONTAINERD):
+	@mkdir -p $@.tmp
+	@echo "building containerd $(CONTAINERD_VERSION), its runc shim and ctr from module sources"
+	cd hack/testbin/containerd && CGO_ENABLED=0 go build -tags no_btrfs -o $@.tmp/ \
+		github.com/containerd/containerd/v2/cmd/containerd \
+		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 \
+		github.com/containerd/containerd/v2/cmd/ctr
+	mv $@.tmp $@
+
+$(CNI_PLUGINS):
+	@mkdir -p $@.tmp
+	@echo "building the CNI plugins $(CNI_PLUGINS_VERSION) from module sources"
+	cd hack/testbin/cni-plugins && CGO_ENABLED=0 go build -o $@.tmp/ \
+		github.com/containernetworking/plugins/plugins/ipam/host-local \
+		github.com/containernetworking/plugins/plugins/main/bridge \
+		github.com/containernetworking/plugins/plugins/main/loopback
+	mv $@.tmp $@
+
+$(NODEBIN)/pause: $(wildcard hack/testbin/pause/*.go)
+	@mkdir -p $(NODEBIN)
+	$(STATIC) go build -trimpath -o $@ ./hack/testbin/pause
+
+$(RUNC):
+	apt-get update -qq && apt-get install -y --no-install-recommends runc
+
+# One directory of links, as KUBEBUILDER_ASSETS is for envtest: the test
+# finds every binary of the node there (QUOTAKEEPER_NODE_ASSETS).
+$(NODE_ASSETS)/.complete: $(KUBELET) $(KUBE_SCHEDULER) $(CONTAINERD) $(CNI_PLUGINS) $(NODEBIN)/pause $(RUNC)
+	@mkdir -p $(NODE_ASSETS)
+	ln -sfn $(KUBELET) $(NODE_ASSETS)/kubelet
+	ln -sfn $(KUBE_SCHEDULER) $(NODE_ASSETS)/kube-scheduler
+	for b in containerd containerd-shim-runc-v2 ctr; do ln -sfn $(CONTAINERD)/$$b $(NODE_ASSETS)/$$b; done
+	ln -sfn $(CNI_PLUGINS) $(NODE_ASSETS)/cni
+	ln -sfn $(RUNC) $(NODE_ASSETS)/runc
+	touch $@
+
+# The sandbox image: registry.k8s.io/pause cannot be pulled here, so the
+# image tool wraps our pause binary as it wraps the servers (user 65532).
+$(NODEBIN)/images/quotakeeper-pause.tar: $(NODEBIN)/pause $(IMAGES_TOOL)
+	$(IMAGES_TOOL) build --name quotakeeper-pause --binary $< --version $(KUBE_VERSION) --source $(IMAGE_SOURCE) --out $(NODEBIN)/images
+
 GATEKEEPER_BIN := $(BIN)/gatekeeper
 
 # Which Gatekeeper `make run` runs: builtins (Gatekeeper built with the
@@ -333,6 +405,15 @@ e2e: testbin gatekeeper $(if $(E2E_ENV),$(GATEKEEPER_STOCK)) manager $(HELM) ## 
 
 faults: testbin gatekeeper manager $(HELM) ## The fault suite only: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults).
 	go test $(GO_TEST_FLAGS) -v ./test/faults/
+
+# A real node joined to the bed's control plane (test/node): containerd with
+# our images imported, kubelet, kube-scheduler; the test runs the manager's
+# image in a pod and checks what a cluster would (docs/operations.md#real-node-test-bed).
+# Not part of make test: it changes the host's network (a bridge, an address
+# on lo) and needs root.
+node-e2e: node-bin images $(NODEBIN)/images/quotakeeper-pause.tar ## A kubelet, containerd and our images on this machine, joined to a local control plane; runs test/node (root).
+	QUOTAKEEPER_NODE_ASSETS=$(NODE_ASSETS) QUOTAKEEPER_NODE_IMAGES=$(IMAGE_OUT) QUOTAKEEPER_NODE_PAUSE=$(NODEBIN)/images/quotakeeper-pause.tar \
+		go test -count=1 -timeout 20m -v ./test/node/
 
 # The exactness harness (test/e2e/harness_test.go): randomized tenant and
 # platform actions of every kind that changes what an object counts (create,

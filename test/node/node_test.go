@@ -1,0 +1,189 @@
+// Package node runs our images on a real node joined to a local control
+// plane (test/nodebed): `make node-e2e`. It needs root and changes the host's
+// network while it runs, so it runs only when QUOTAKEEPER_NODE_ASSETS names
+// the node's binaries (make node-bin); make test skips it.
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/quotakeeper/quotakeeper/internal/checkout"
+	"github.com/quotakeeper/quotakeeper/test/nodebed"
+)
+
+// The environment make node-e2e passes.
+const (
+	assetsEnv = "QUOTAKEEPER_NODE_ASSETS" // make node-bin's directory of binaries
+	imagesEnv = "QUOTAKEEPER_NODE_IMAGES" // make images' _output/images
+	pauseEnv  = "QUOTAKEEPER_NODE_PAUSE"  // the sandbox image's tarball
+)
+
+// Our images, as make images names their tarballs.
+const (
+	managerImage    = "quotakeeper-manager"
+	gatekeeperImage = "gatekeeper-quotakeeper"
+)
+
+// nonroot is the user our images run as (hack/tools/images).
+const nonroot = 65532
+
+var bed *nodebed.Bed
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	assets := os.Getenv(assetsEnv)
+	if assets == "" {
+		fmt.Printf("skipping the real-node suite: %s is not set (make node-e2e sets it)\n", assetsEnv)
+		return 0
+	}
+	if os.Geteuid() != 0 {
+		fmt.Println("the real-node suite needs root: the kubelet, containerd and runc do")
+		return 1
+	}
+	testbin, err := checkout.Testbin()
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "quotakeeper-node-")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	images := os.Getenv(imagesEnv)
+	opts := nodebed.Options{
+		Dir:     dir,
+		Testbin: testbin,
+		Assets:  assets,
+		Pause:   os.Getenv(pauseEnv),
+		Images: []string{
+			filepath.Join(images, managerImage+".tar"),
+			filepath.Join(images, gatekeeperImage+".tar"),
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if bed, err = nodebed.Start(ctx, opts); err != nil {
+		fmt.Printf("node bed: %v\nlogs in %s\n", err, dir)
+		return 1
+	}
+	fmt.Printf("node %s Ready %s after start; logs in %s; admin kubeconfig %s\n",
+		nodebed.NodeName, time.Since(start).Round(time.Second), dir, bed.Kubeconfig)
+	for tarball, ref := range bed.Images {
+		fmt.Printf("imported %s as %s\n", filepath.Base(tarball), ref)
+	}
+	code := m.Run()
+	bed.Stop()
+	if code == 0 {
+		_ = os.RemoveAll(dir)
+	} else {
+		fmt.Printf("logs kept in %s\n", dir)
+	}
+	return code
+}
+
+// imageOf is the reference our tarball's image was imported as.
+func imageOf(t *testing.T, name string) string {
+	t.Helper()
+	ref, ok := bed.Images[filepath.Join(os.Getenv(imagesEnv), name+".tar")]
+	if !ok {
+		t.Fatalf("image %s was not imported", name)
+	}
+	return ref
+}
+
+// TestManagerImageRunsAsNonrootWithAPodIP runs the manager's image as a pod
+// (its --version) and checks what the node did with it: scheduled to the
+// node, an IP of the pod network, the image's user, and its output read
+// back through the apiserver from the kubelet.
+func TestManagerImageRunsAsNonrootWithAPodIP(t *testing.T) {
+	ctx := t.Context()
+	ns := createNamespace(t, "image")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "manager-version", Namespace: ns},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:            "manager",
+				Image:           imageOf(t, managerImage),
+				ImagePullPolicy: corev1.PullNever,
+				Args:            []string{"--version"},
+			}},
+		},
+	}
+	pods := bed.Clientset.CoreV1().Pods(ns)
+	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPod(t, ns, pod.Name, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodSucceeded })
+	t.Logf("pod %s/%s: node %s, IP %s, phase %s", ns, got.Name, got.Spec.NodeName, got.Status.PodIP, got.Status.Phase)
+	if got.Spec.NodeName != nodebed.NodeName {
+		t.Errorf("pod ran on %q, want %s", got.Spec.NodeName, nodebed.NodeName)
+	}
+	if !inPodCIDR(got.Status.PodIP) {
+		t.Errorf("pod IP %q is not in %s", got.Status.PodIP, nodebed.PodCIDR)
+	}
+	status := got.Status.ContainerStatuses[0]
+	if status.User == nil || status.User.Linux == nil {
+		t.Errorf("the runtime reported no user of container %s", status.Name)
+	} else if status.User.Linux.UID != nonroot || status.User.Linux.GID != nonroot {
+		t.Errorf("container %s ran as %d:%d, want %d:%d", status.Name, status.User.Linux.UID, status.User.Linux.GID, nonroot, nonroot)
+	} else {
+		t.Logf("container %s ran as %d:%d", status.Name, status.User.Linux.UID, status.User.Linux.GID)
+	}
+	logs, err := pods.GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs through the apiserver: %v", err)
+	}
+	if len(logs) == 0 {
+		t.Error("the manager's --version printed nothing")
+	}
+	t.Logf("its output, read from the kubelet through the apiserver: %s", logs)
+}
+
+func createNamespace(t *testing.T, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := bed.Clientset.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// waitPod waits until done holds for the pod, and fails with its last
+// status otherwise.
+func waitPod(t *testing.T, ns, name string, done func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := bed.Clientset.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pod = p
+		return done(p), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s: %v; last status: %+v", ns, name, err, pod.Status)
+	}
+	return pod
+}
+
+func inPodCIDR(ip string) bool {
+	_, cidr, err := net.ParseCIDR(nodebed.PodCIDR)
+	return err == nil && cidr.Contains(net.ParseIP(ip))
+}

@@ -408,7 +408,7 @@ faults: testbin gatekeeper manager $(HELM) ## The fault suite only: kube-apiserv
 
 # A real node joined to the bed's control plane (test/node): containerd with
 # our images imported, kubelet, kube-scheduler; the test runs the manager's
-# image in a pod and checks what a cluster would (docs/operations.md#real-node-test-bed).
+# image in a pod and checks what a cluster would (docs/operations.md#the-real-node-test-bed).
 # Not part of make test: it changes the host's network (a bridge, an address
 # on lo) and needs root.
 node-e2e: node-bin images $(NODEBIN)/images/quotakeeper-pause.tar ## A kubelet, containerd and our images on this machine, joined to a local control plane; runs test/node (root).

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,59 @@ func TestChartCRDsAreUpgradedTemplates(t *testing.T) {
 	if crds := render(t, "--set", "crds.install=false").Kinds("CustomResourceDefinition"); len(crds) != 0 {
 		t.Errorf("crds.install=false renders %d CRDs", len(crds))
 	}
+}
+
+// The manager's certificate rotator updates its Secret but never creates
+// it, so the chart renders it, empty, in the release namespace, as
+// config/manager does for kustomize; with manager.certRotation false
+// cert-manager creates it, and the chart renders none.
+func TestChartRendersTheSecretTheRotatorFills(t *testing.T) {
+	secret, err := render(t, "--namespace", "quota-ops").Object("Secret", "quotakeeper-webhook-server-cert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret.GetNamespace() != "quota-ops" {
+		t.Errorf("the Secret is in namespace %q, want the release's, quota-ops", secret.GetNamespace())
+	}
+	if _, found := secret.Object["data"]; found {
+		t.Errorf("the chart's Secret has data: helm upgrade would overwrite the rotator's certificate")
+	}
+	kustomized := slices.ContainsFunc(kustomize(t, "config/default"), func(obj *unstructured.Unstructured) bool {
+		return obj.GetKind() == "Secret" && obj.GetName() == secret.GetName()
+	})
+	if !kustomized {
+		t.Errorf("config/default has no Secret %s", secret.GetName())
+	}
+	if secrets := render(t, "--set", "manager.certRotation=false").Kinds("Secret"); len(secrets) != 0 {
+		t.Errorf("manager.certRotation=false renders %d Secrets, want none (cert-manager creates it)", len(secrets))
+	}
+}
+
+// The manager runs as 65532 and its certificate files are root's: the
+// Secret volume's mode must let others read them. (The chart once said
+// defaultMode: 0420, which YAML reads as octal: owner read, group write,
+// nothing for others, and the manager failed on a real node.)
+func TestChartManagerReadsItsCertificate(t *testing.T) {
+	deployments, err := typed[appsv1.Deployment](render(t), "Deployment")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deployments {
+		for _, v := range d.Spec.Template.Spec.Volumes {
+			if v.Secret == nil || v.Secret.SecretName != "quotakeeper-webhook-server-cert" {
+				continue
+			}
+			mode := int32(0o644) // the API's default
+			if v.Secret.DefaultMode != nil {
+				mode = *v.Secret.DefaultMode
+			}
+			if mode&0o004 == 0 {
+				t.Errorf("Deployment %s volume %s: defaultMode %#o: user 65532 cannot read the certificate", d.Name, v.Name, mode)
+			}
+			return
+		}
+	}
+	t.Fatal("no Deployment mounts Secret quotakeeper-webhook-server-cert")
 }
 
 // The pre-delete hook: a Job running `/manager uninstall` in the manager's

@@ -592,3 +592,13 @@ func (c *Cluster) Restart(ctx context.Context, p *Process) error {
 	}
 	return p.Start(ctx, 3*time.Minute)
 }
+
+// GatekeeperChartDir is Gatekeeper's stock chart in its module directory,
+// the chart docs/operations.md installs Gatekeeper with.
+func GatekeeperChartDir() (string, error) {
+	dir, err := gatekeeperModuleDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "charts", "gatekeeper"), nil
+}

@@ -40,10 +40,10 @@ const nonroot = 65532
 var bed *nodebed.Bed
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(runSuite(m))
 }
 
-func run(m *testing.M) int {
+func runSuite(m *testing.M) int {
 	assets := os.Getenv(assetsEnv)
 	if assets == "" {
 		fmt.Printf("skipping the real-node suite: %s is not set (make node-e2e sets it)\n", assetsEnv)
@@ -106,11 +106,21 @@ func imageOf(t *testing.T, name string) string {
 	return ref
 }
 
-// TestManagerImageRunsAsNonrootWithAPodIP runs the manager's image as a pod
+// TestRealNode runs our images on the node: first the manager's image in
+// a pod of its own, then both charts as docs/operations.md installs them.
+// In that order: once Gatekeeper's webhook is installed, a namespace's
+// kube-root-ca.crt waits for it (ConfigMaps are in its rules and it fails
+// closed), and with it every pod of a new namespace.
+func TestRealNode(t *testing.T) {
+	t.Run("the manager's image runs as nonroot with a pod IP", testManagerImageRunsAsNonrootWithAPodIP)
+	t.Run("both charts install as documented", testChartsInstallAsDocumented)
+}
+
+// testManagerImageRunsAsNonrootWithAPodIP runs the manager's image as a pod
 // (its --version) and checks what the node did with it: scheduled to the
 // node, an IP of the pod network, the image's user, and its output read
 // back through the apiserver from the kubelet.
-func TestManagerImageRunsAsNonrootWithAPodIP(t *testing.T) {
+func testManagerImageRunsAsNonrootWithAPodIP(t *testing.T) {
 	ctx := t.Context()
 	ns := createNamespace(t, "image")
 	pod := &corev1.Pod{

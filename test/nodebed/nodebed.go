@@ -173,8 +173,10 @@ func (b *Bed) waitNodeReady(ctx context.Context, timeout time.Duration) error {
 
 func (b *Bed) logPath(name string) string { return filepath.Join(b.opts.Dir, name+".log") }
 
-// path is a file or directory under Dir, created with its parents when dir.
-func (b *Bed) path(elem ...string) string { return filepath.Join(append([]string{b.opts.Dir}, elem...)...) }
+// path is a file or directory under Dir.
+func (b *Bed) path(elem ...string) string {
+	return filepath.Join(append([]string{b.opts.Dir}, elem...)...)
+}
 
 func mkdirs(dirs ...string) error {
 	var errs []error

@@ -27,8 +27,9 @@ import (
 func (b *Bed) startControlPlane(ctx context.Context) error {
 	b.env = &envtest.Environment{BinaryAssetsDirectory: b.opts.Testbin}
 	api := b.env.ControlPlane.GetAPIServer()
-	api.SecureServing.Address = APIServerAddress
-	api.SecureServing.Port = strconv.Itoa(APIServerPort)
+	// SecureServing's, embedded: where kube-apiserver serves.
+	api.Address = APIServerAddress
+	api.Port = strconv.Itoa(APIServerPort)
 	api.Configure().
 		Set("service-cluster-ip-range", ServiceCIDR).
 		Set("authorization-mode", "Node", "RBAC").

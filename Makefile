@@ -28,8 +28,10 @@ KUBE_SCHEDULER := $(NODEBIN)/kube-scheduler-$(KUBE_VERSION)
 CONTAINERD     := $(NODEBIN)/containerd-$(CONTAINERD_VERSION)
 CNI_PLUGINS    := $(NODEBIN)/cni-plugins-$(CNI_PLUGINS_VERSION)
 NODE_ASSETS    := $(NODEBIN)/k8s-$(KUBE_VERSION)-containerd-$(CONTAINERD_VERSION)-cni-$(CNI_PLUGINS_VERSION)
-# Debian's runc (1.1.5 in bookworm), which containerd's shim runs.
+# Debian's runc (1.1.5 in bookworm), which containerd's shim runs, and
+# iproute2's ip, with which the bed makes its bridge and address.
 RUNC           := /usr/sbin/runc
+IPROUTE        := /bin/ip
 
 # golangci-lint is built from its own module (hack/tools/golangci-lint), so its
 # dependencies never enter the main module's graph; the version is go.mod's.
@@ -237,7 +239,7 @@ $(ASSETS)/etcd: $(ETCD)
 	@mkdir -p $(ASSETS)
 	ln -sf ../$(notdir $<) $@
 
-node-bin: $(NODE_ASSETS)/.complete ## Build what make node-e2e's node runs: kubelet, kube-scheduler, containerd, ctr, CNI plugins (cached in bin/node/), runc from Debian.
+node-bin: $(NODE_ASSETS)/.complete ## Build what make node-e2e's node runs: kubelet, kube-scheduler, containerd, ctr, CNI plugins (cached in bin/node/); runc and iproute2 from Debian.
 
 $(KUBELET):
 	@mkdir -p $(NODEBIN)
@@ -276,9 +278,12 @@ $(NODEBIN)/pause: $(wildcard hack/testbin/pause/*.go)
 $(RUNC):
 	apt-get update -qq && apt-get install -y --no-install-recommends runc
 
+$(IPROUTE):
+	apt-get update -qq && apt-get install -y --no-install-recommends iproute2
+
 # One directory of links, as KUBEBUILDER_ASSETS is for envtest: the test
 # finds every binary of the node there (QUOTAKEEPER_NODE_ASSETS).
-$(NODE_ASSETS)/.complete: $(KUBELET) $(KUBE_SCHEDULER) $(CONTAINERD) $(CNI_PLUGINS) $(NODEBIN)/pause $(RUNC)
+$(NODE_ASSETS)/.complete: $(KUBELET) $(KUBE_SCHEDULER) $(CONTAINERD) $(CNI_PLUGINS) $(NODEBIN)/pause $(RUNC) $(IPROUTE)
 	@mkdir -p $(NODE_ASSETS)
 	ln -sfn $(KUBELET) $(NODE_ASSETS)/kubelet
 	ln -sfn $(KUBE_SCHEDULER) $(NODE_ASSETS)/kube-scheduler

@@ -121,7 +121,12 @@ func TestLeasedAdmissionsAreCounted(t *testing.T) {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- l.RunLeases(ctx) }()
-	defer func() { stop(); <-done }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("giving the lease back: %v", err)
+		}
+	}()
 	useEnv(t, func(env *builtins.Env) { env.Ledger = l })
 
 	before := samples(t, reg)

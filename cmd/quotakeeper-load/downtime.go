@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
@@ -45,24 +43,14 @@ type stretch struct {
 
 func (h *harness) downtimePhase(ctx context.Context) error {
 	cfg := h.cfg
-	namespaces := make([]string, cfg.namespaces)
-	for i := range namespaces {
-		namespaces[i] = fmt.Sprintf("load-g-%03d", i)
-	}
-	org := quotav1alpha1.ConsumerRef{APIGroup: orgGroup, Kind: "Organization", Name: "load-g"}
-	labels := map[string]string{phaseLabel: "g", quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization"): org.Name}
-	for _, ns := range namespaces {
-		if err := h.c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}); err != nil {
-			return err
-		}
+	namespaces, org, err := h.orgNamespaces(ctx, "g")
+	if err != nil {
+		return err
 	}
 	if err := h.grant(ctx, org, cfg.grant); err != nil {
 		return err
 	}
-	if err := h.constraint(ctx, "QuotaEntity", "load-g", namespaces, map[string]any{
-		"resourceType": resourceType,
-		"consumers":    []any{map[string]any{"apiGroup": orgGroup, "kind": "Organization"}},
-	}); err != nil {
+	if err := h.constraint(ctx, "QuotaEntity", "load-g", namespaces, orgEntity()); err != nil {
 		return err
 	}
 	if err := h.ready(ctx, namespaces[0]); err != nil {

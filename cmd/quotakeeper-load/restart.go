@@ -33,25 +33,15 @@ import (
 // restartPhase runs (r) and prints its figures.
 func (h *harness) restartPhase(ctx context.Context) error {
 	cfg := h.cfg
-	namespaces := make([]string, cfg.namespaces)
-	for i := range namespaces {
-		namespaces[i] = fmt.Sprintf("load-r-%03d", i)
-	}
-	org := quotav1alpha1.ConsumerRef{APIGroup: orgGroup, Kind: "Organization", Name: "load-r"}
-	labels := map[string]string{phaseLabel: "r", quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization"): org.Name}
-	for _, ns := range namespaces {
-		if err := h.c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}); err != nil {
-			return err
-		}
+	namespaces, org, err := h.orgNamespaces(ctx, "r")
+	if err != nil {
+		return err
 	}
 	if err := h.grant(ctx, org, int64(cfg.restartObjects)+1000); err != nil {
 		return err
 	}
 	quota := func() error {
-		return h.constraint(ctx, "QuotaEntity", "load-r", namespaces, map[string]any{
-			"resourceType": resourceType,
-			"consumers":    []any{map[string]any{"apiGroup": orgGroup, "kind": "Organization"}},
-		})
+		return h.constraint(ctx, "QuotaEntity", "load-r", namespaces, orgEntity())
 	}
 	if err := quota(); err != nil {
 		return err
@@ -161,4 +151,29 @@ func (h *harness) deleteConstraint(ctx context.Context, name string) error {
 		}
 		return err
 	})
+}
+
+// orgNamespaces creates -namespaces namespaces for phase id
+// (load-<id>-NNN), each labelled into the phase's Organization (load-<id>),
+// and returns them with it.
+func (h *harness) orgNamespaces(ctx context.Context, id string) ([]string, quotav1alpha1.ConsumerRef, error) {
+	org := quotav1alpha1.ConsumerRef{APIGroup: orgGroup, Kind: "Organization", Name: "load-" + id}
+	labels := map[string]string{phaseLabel: id, quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization"): org.Name}
+	namespaces := make([]string, h.cfg.namespaces)
+	for i := range namespaces {
+		namespaces[i] = fmt.Sprintf("load-%s-%03d", id, i)
+		if err := h.c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespaces[i], Labels: labels}}); err != nil {
+			return nil, org, err
+		}
+	}
+	return namespaces, org, nil
+}
+
+// orgEntity is the QuotaEntity parameters of the shared quota: 1 per object
+// against the Organization its namespace is labelled into.
+func orgEntity() map[string]any {
+	return map[string]any{
+		"resourceType": resourceType,
+		"consumers":    []any{map[string]any{"apiGroup": orgGroup, "kind": "Organization"}},
+	}
 }

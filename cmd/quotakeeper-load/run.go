@@ -284,10 +284,7 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 		if err := h.grant(ctx, org, limit); err != nil {
 			return nil, err
 		}
-		parameters := map[string]any{
-			"resourceType": resourceType,
-			"consumers":    []any{map[string]any{"apiGroup": orgGroup, "kind": "Organization"}},
-		}
+		parameters := orgEntity()
 		if id == "v" {
 			parameters["claimViews"] = true // a ResourceClaim per object, Milo's way
 		}

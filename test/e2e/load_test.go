@@ -104,7 +104,15 @@ func TestConcurrentCreatorsAcrossReplicas(t *testing.T) {
 
 	stop = make(chan struct{})
 	go func() { done <- load(namespaces, 50, "p2", stop) }()
-	time.Sleep(300 * time.Millisecond)
+	// Under load: once the first of them is admitted (a fixed 300 ms was
+	// sometimes none on a busy machine in the stock mode, where the
+	// manager's provider decides and the kill below stops it).
+	testenv.Eventually(t, 30*time.Second, "a p2 object admitted", func() error {
+		if liveObjects(t, "p2") == 0 {
+			return fmt.Errorf("none yet")
+		}
+		return nil
+	})
 	cluster.Gatekeepers[1].Kill()
 	cluster.Manager.Kill()
 	time.Sleep(3 * time.Second)

@@ -187,7 +187,6 @@ type lease struct {
 	unit int64
 	// closing: the lease is being given back; nothing more is admitted.
 	closing bool
-	writing bool
 }
 
 // leasable reports whether a claim may be admitted inside leases: a create
@@ -356,7 +355,8 @@ func (l *Ledger) RunLeases(ctx context.Context) error {
 
 // leaseRound writes every bucket that has admissions to record, wants a
 // lease, or holds one due for renewal or return, each in one write, side
-// by side.
+// by side. RunLeases calls it one round at a time and each round waits for
+// its writes, so no bucket's lease is ever written twice at once.
 func (l *Ledger) leaseRound(ctx context.Context) error {
 	ls := l.leases
 	now := l.now()
@@ -367,9 +367,6 @@ func (l *Ledger) leaseRound(ctx context.Context) error {
 	var jobs []job
 	ls.mu.Lock()
 	for key, le := range ls.buckets {
-		if le.writing {
-			continue
-		}
 		if le.id != "" && !le.closing && now.Sub(le.lastUsed) > ls.opts.Idle && len(le.pending) == 0 {
 			le.closing = true
 		}
@@ -378,7 +375,6 @@ func (l *Ledger) leaseRound(ctx context.Context) error {
 		// (near the limit it comes back within a second or two).
 		renew := le.id != "" && (le.usableUntil.Sub(now) < ls.opts.Duration/2 || le.stored > le.granted || now.Sub(le.lastWrite) >= leaseResize)
 		if len(le.pending) > 0 || le.closing && le.id != "" || le.wanted && le.id == "" || renew {
-			le.writing = true
 			jobs = append(jobs, job{key, le})
 		}
 		if le.id == "" && !le.wanted && len(le.pending) == 0 {
@@ -484,7 +480,6 @@ func (l *Ledger) writeLease(ctx context.Context, key BucketKey, le *lease) error
 
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	le.writing = false
 	if err != nil {
 		// Unknown whether it was written: the batch is recorded again next
 		// time (a write skips what the bucket holds already), and the lease

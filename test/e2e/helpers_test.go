@@ -206,7 +206,13 @@ func bucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType strin
 // waitBucket waits until the bucket exists and shows allocated and reserved.
 func waitBucket(t *testing.T, consumer quotav1alpha1.ConsumerRef, resourceType string, allocated, reserved int64) {
 	t.Helper()
-	testenv.Eventually(t, time.Minute, fmt.Sprintf("bucket %s %s at allocated %d reserved %d", consumer.Name, resourceType, allocated, reserved), func() error {
+	waitBucketWithin(t, time.Minute, consumer, resourceType, allocated, reserved)
+}
+
+// waitBucketWithin is waitBucket with a wait of its own.
+func waitBucketWithin(t *testing.T, wait time.Duration, consumer quotav1alpha1.ConsumerRef, resourceType string, allocated, reserved int64) {
+	t.Helper()
+	testenv.Eventually(t, wait, fmt.Sprintf("bucket %s %s at allocated %d reserved %d", consumer.Name, resourceType, allocated, reserved), func() error {
 		st, err := getBucket(consumer, resourceType)
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
 
@@ -146,5 +147,18 @@ func TestConcurrentCreatorsAcrossReplicas(t *testing.T) {
 	if err := cluster.Client.Delete(context.Background(), &p2.Items[0]); err != nil {
 		t.Fatal(err)
 	}
-	waitBucket(t, org, rt, int64(live-1), 0)
+	wait := time.Minute
+	if leasesOn {
+		// The killed replica's lease, if it held one, counts until it
+		// lapses and the observer's barrier frees it (docs/architecture.md,
+		// "Capacity leases"): the lease's 30 s, LeaseSkew, then the
+		// manager's --sum-barrier (70 s) and the barrier itself.
+		wait += crashedLeaseHeld
+	}
+	waitBucketWithin(t, wait, org, rt, int64(live-1), 0)
 }
+
+// crashedLeaseHeld is how long a lease of a killed holder may hold its
+// amount at most, with the defaults: ledger.LeaseOptions.Duration, then
+// ledger.LeaseSkew, then the manager's --sum-barrier.
+const crashedLeaseHeld = 30*time.Second + ledger.LeaseSkew + 70*time.Second

@@ -318,9 +318,9 @@ LOAD_MODES     :=
 else
 $(error GATEKEEPER=$(GATEKEEPER): use builtins or stock)
 endif
-# LEASES=1: make e2e and make exactness run the plugin with capacity leases
-# on, taken down to the last units (test/e2e/main_test.go).
-LEASES_ENV := $(if $(LEASES),QUOTAKEEPER_CAPACITY_LEASES=1)
+# Capacity leases are on by default. LEASES=1: make e2e and make exactness
+# take them down to the last units; LEASES=0: off (test/e2e/main_test.go).
+LEASES_ENV := $(if $(LEASES),QUOTAKEEPER_CAPACITY_LEASES=$(LEASES))
 
 gatekeeper: $(GATEKEEPER_BIN) ## Gatekeeper v3.23.1 with quotakeeper's builtins and plugin linked in.
 

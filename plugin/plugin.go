@@ -78,7 +78,7 @@ func addToManager(mgr manager.Manager, env *atomic.Pointer[builtins.Env]) error 
 	}
 	mgr.GetLogger().WithName("quotakeeper").Info("quotakeeper plugin installed", "version", version.Version, "settings", source,
 		"systemNamespace", settings.SystemNamespace, "reservationTTL", settings.ReservationTTL.Duration.String(), "deadline", settings.Deadline.Duration.String(),
-		"capacityLeases", settings.CapacityLeases)
+		"capacityLeases", settings.Leased())
 	// Gatekeeper's Prometheus exporter serves the default gatherer
 	// (promhttp.Handler) on its --prometheus-port: registered there, the
 	// plugin's metrics appear next to Gatekeeper's own.
@@ -86,7 +86,7 @@ func addToManager(mgr manager.Manager, env *atomic.Pointer[builtins.Env]) error 
 		return fmt.Errorf("quotakeeper metrics: %w", err)
 	}
 	opts := []ledger.Option{ledger.WithReservationTTL(settings.ReservationTTL.Duration)}
-	if settings.CapacityLeases {
+	if settings.Leased() {
 		opts = append(opts, ledger.WithLeases(settings.LeaseOptions(builtinhost.LeaseHolder())))
 	}
 	l, m, err := grants.NewLedger(mgr, settings.SystemNamespace, opts...)

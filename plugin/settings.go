@@ -39,8 +39,9 @@ type Settings struct {
 	Deadline metav1.Duration `json:"deadline,omitempty"`
 	// CapacityLeases lets each replica hold a lease of a busy bucket's
 	// headroom and admit creates inside it without a synchronous write
-	// (docs/architecture.md, "Capacity leases").
-	CapacityLeases bool `json:"capacityLeases,omitempty"`
+	// (docs/architecture.md, "Capacity leases"). On by default; a pointer
+	// so that a file's or a flag's false is told from one left out.
+	CapacityLeases *bool `json:"capacityLeases,omitempty"`
 	// CapacityLeaseShare: a lease is 1/share of a bucket's headroom
 	// (default 16).
 	CapacityLeaseShare int64 `json:"capacityLeaseShare,omitempty"`
@@ -55,12 +56,17 @@ func (s Settings) LeaseOptions(holder string) ledger.LeaseOptions {
 	return ledger.LeaseOptions{Holder: holder, Share: s.CapacityLeaseShare, MinCreates: s.CapacityLeaseMinCreates}
 }
 
+// Leased reports whether capacity leases are on.
+func (s Settings) Leased() bool { return s.CapacityLeases == nil || *s.CapacityLeases }
+
 // DefaultSettings are the settings with neither a file nor flags.
 func DefaultSettings() Settings {
+	on := true
 	return Settings{
 		SystemNamespace: quotav1alpha1.DefaultSystemNamespace,
 		ReservationTTL:  metav1.Duration{Duration: ledger.DefaultReservationTTL},
 		Deadline:        metav1.Duration{Duration: builtins.DefaultDeadline},
+		CapacityLeases:  &on,
 	}
 }
 
@@ -73,7 +79,7 @@ var (
 	reservationTTLFlag    = flag.Duration("quota-reservation-ttl", 0, "how long an admission reservation holds quota before it expires unless its object appears (quotakeeper; default "+ledger.DefaultReservationTTL.String()+")")
 	leaseShareFlag        = flag.Int64("quota-capacity-lease-share", 0, "with capacity leases, a lease is 1/share of a bucket's headroom (quotakeeper; default 16)")
 	leaseMinCreatesFlag   = flag.Int64("quota-capacity-lease-min-creates", 0, "with capacity leases, no lease smaller than this many of the bucket's largest create: the rest of the quota is decided synchronously (quotakeeper; default 32)")
-	capacityLeasesFlag    = flag.Bool("quota-capacity-leases", false, "admit creates inside per-replica leases of a bucket's headroom, recorded asynchronously, instead of one synchronous write per batch (quotakeeper; default off)")
+	capacityLeasesFlag    = flag.Bool("quota-capacity-leases", true, "admit creates inside per-replica leases of a bucket's headroom, recorded asynchronously, instead of one synchronous write per batch; =false turns them off (quotakeeper; default on)")
 	deadlineFlag          = flag.Duration("quota-deadline", 0, "longest a quota.reserve call waits for the ledger before it denies and undoes what it wrote; keep it below the webhook's timeoutSeconds (quotakeeper; default "+builtins.DefaultDeadline.String()+")")
 	errSettingsFileAbsent = errors.New("no such file")
 )
@@ -85,7 +91,10 @@ func loadSettings() (Settings, string, error) {
 	flags := Settings{SystemNamespace: *systemNamespaceFlag,
 		ReservationTTL: metav1.Duration{Duration: *reservationTTLFlag},
 		Deadline:       metav1.Duration{Duration: *deadlineFlag},
-		CapacityLeases: *capacityLeasesFlag, CapacityLeaseShare: *leaseShareFlag, CapacityLeaseMinCreates: *leaseMinCreatesFlag}
+		CapacityLeaseShare: *leaseShareFlag, CapacityLeaseMinCreates: *leaseMinCreatesFlag}
+	if given["quota-capacity-leases"] {
+		flags.CapacityLeases = capacityLeasesFlag
+	}
 	return LoadSettings(*settingsFile, given["quota-settings"], flags)
 }
 
@@ -144,7 +153,9 @@ func (s Settings) merge(over Settings) Settings {
 	if over.Deadline.Duration != 0 {
 		s.Deadline = over.Deadline
 	}
-	s.CapacityLeases = s.CapacityLeases || over.CapacityLeases
+	if over.CapacityLeases != nil {
+		s.CapacityLeases = over.CapacityLeases
+	}
 	if over.CapacityLeaseShare != 0 {
 		s.CapacityLeaseShare = over.CapacityLeaseShare
 	}

@@ -8,11 +8,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
 )
 
 func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+// on and off are the values of Settings.CapacityLeases.
+var on, off = ptr.To(true), ptr.To(false)
 
 // Done when: Gatekeeper's Deployments need no hand-edited flags. The chart's
 // ConfigMap sets what it sets, the defaults fill the rest, a flag given on
@@ -49,11 +53,11 @@ func TestLoadSettings(t *testing.T) {
 		want: DefaultSettings(), wantSource: "defaults",
 	}, {
 		name: "the chart's file", file: chart,
-		want:       Settings{SystemNamespace: "quota-buckets", ReservationTTL: duration(5 * time.Minute), Deadline: duration(6 * time.Second)},
+		want:       Settings{SystemNamespace: "quota-buckets", ReservationTTL: duration(5 * time.Minute), Deadline: duration(6 * time.Second), CapacityLeases: on},
 		wantSource: chart,
 	}, {
 		name: "a file that sets one thing keeps the other defaults", file: partial,
-		want:       Settings{SystemNamespace: "quotakeeper-system", ReservationTTL: duration(2 * time.Minute), Deadline: duration(4 * time.Second)},
+		want:       Settings{SystemNamespace: "quotakeeper-system", ReservationTTL: duration(2 * time.Minute), Deadline: duration(4 * time.Second), CapacityLeases: on},
 		wantSource: partial,
 	}, {
 		name: "a TTL below the longest webhook timeout is refused", file: write("short-ttl.yaml", "reservationTTL: 8s\n"),
@@ -61,14 +65,24 @@ func TestLoadSettings(t *testing.T) {
 			`reservationTTL: Invalid value: "8s": must be at least 35s: the longest webhook timeout (30s) plus a margin, or a reservation can expire while a slower webhook still holds its request`,
 	}, {
 		name: "a flag wins over the file", file: chart, flags: Settings{ReservationTTL: duration(time.Minute)},
-		want:       Settings{SystemNamespace: "quota-buckets", ReservationTTL: duration(time.Minute), Deadline: duration(6 * time.Second)},
+		want:       Settings{SystemNamespace: "quota-buckets", ReservationTTL: duration(time.Minute), Deadline: duration(6 * time.Second), CapacityLeases: on},
 		wantSource: chart + " and flags",
 	}, {
-		name: "capacity leases from the file, tuned by a flag", file: write("leases.yaml", "capacityLeases: true\ncapacityLeaseShare: 4\n"),
+		name: "capacity leases tuned by the file and a flag", file: write("leases.yaml", "capacityLeaseShare: 4\n"),
 		flags: Settings{CapacityLeaseMinCreates: 2},
 		want: Settings{SystemNamespace: "quotakeeper-system", ReservationTTL: duration(2 * time.Minute), Deadline: duration(builtins.DefaultDeadline),
-			CapacityLeases: true, CapacityLeaseShare: 4, CapacityLeaseMinCreates: 2},
+			CapacityLeases: on, CapacityLeaseShare: 4, CapacityLeaseMinCreates: 2},
 		wantSource: filepath.Join(dir, "leases.yaml") + " and flags",
+	}, {
+		name: "capacity leases turned off by the file", file: write("no-leases.yaml", "capacityLeases: false\n"),
+		want: Settings{SystemNamespace: "quotakeeper-system", ReservationTTL: duration(2 * time.Minute), Deadline: duration(builtins.DefaultDeadline),
+			CapacityLeases: off},
+		wantSource: filepath.Join(dir, "no-leases.yaml"),
+	}, {
+		name: "a flag turns them on again over the file", file: filepath.Join(dir, "no-leases.yaml"), flags: Settings{CapacityLeases: on},
+		want: Settings{SystemNamespace: "quotakeeper-system", ReservationTTL: duration(2 * time.Minute), Deadline: duration(builtins.DefaultDeadline),
+			CapacityLeases: on},
+		wantSource: filepath.Join(dir, "no-leases.yaml") + " and flags",
 	}, {
 		name: "a negative lease share is refused", file: write("bad-share.yaml", "capacityLeaseShare: -2\n"),
 		wantErr: "quotakeeper plugin settings (" + filepath.Join(dir, "bad-share.yaml") + "): capacityLeaseShare: Invalid value: -2: must not be negative",

@@ -196,10 +196,13 @@ func parseInts(s string) ([]int, error) {
 
 // The admission modes, as the chart's admission value names them.
 const (
+	// modeBuiltins and modeExternalData run with capacity leases off
+	// (--quota-capacity-leases=false, the provider's --capacity-leases=false):
+	// the synchronous path, as earlier figures were measured.
 	modeBuiltins     = "builtins"
 	modeExternalData = "externalData"
-	// modeLeases is the builtin mode with the plugin's capacity leases on
-	// (--quota-capacity-leases).
+	// modeLeases is the builtin mode with the plugin's capacity leases on,
+	// as the chart installs it.
 	modeLeases = "leases"
 )
 

@@ -130,8 +130,16 @@ func runOnce(ctx context.Context, cfg config, mode string, replicas int) (*harne
 		Dir: dir, Gatekeeper: gatekeeper, GatekeeperReplicas: replicas, Manager: cfg.manager, ExternalData: mode == modeExternalData,
 		AuditInterval: cfg.audit, ManagerArgs: cfg.managerArgs, ManagerEnv: cfg.managerEnv, GatekeeperArgs: slices.Clone(cfg.gatekeeperArgs),
 	}
-	if mode == modeLeases {
-		opts.GatekeeperArgs = append(opts.GatekeeperArgs, "--quota-capacity-leases")
+	// Capacity leases are on by default: builtins and externalData measure
+	// the synchronous path (the plugin's, the provider's), leases the
+	// default.
+	switch mode {
+	case modeLeases:
+		opts.GatekeeperArgs = append(opts.GatekeeperArgs, "--quota-capacity-leases=true")
+	case modeBuiltins:
+		opts.GatekeeperArgs = append(opts.GatekeeperArgs, "--quota-capacity-leases=false")
+	case modeExternalData:
+		opts.ManagerArgs = append(slices.Clone(opts.ManagerArgs), "--capacity-leases=false")
 	}
 	if cfg.pprofDir != "" {
 		var err error

@@ -121,7 +121,7 @@ func parseFlags() flags {
 	flag.StringVar(&f.bypassGroups, "bypass-groups", "system:masters", "Comma-separated groups whose members may create, change or delete a QuotaBypass (the break-glass procedure: quota denials of the constraints it names become warnings for a while); nobody else may.")
 	flag.DurationVar(&f.maxBypassDuration, "max-bypass-duration", webhooks.DefaultMaxBypassDuration, "Longest spec.duration a QuotaBypass may have.")
 	flag.StringVar(&f.systemNamespace, "system-namespace", quotav1alpha1.DefaultSystemNamespace, "Namespace of the buckets and grants of consumers that are neither a namespace nor inside one.")
-	flag.BoolVar(&f.capacityLeases, "capacity-leases", false, "With --external-data-bind-address: the provider admits creates inside per-replica leases of a bucket's headroom, recorded asynchronously (docs/architecture.md, \"Capacity leases\").")
+	flag.BoolVar(&f.capacityLeases, "capacity-leases", true, "With --external-data-bind-address: the provider admits creates inside per-replica leases of a bucket's headroom, recorded asynchronously (docs/architecture.md, \"Capacity leases\"); =false turns them off.")
 	flag.Int64Var(&f.leaseShare, "capacity-lease-share", 0, "With --capacity-leases: a lease is 1/share of a bucket's headroom (default 16).")
 	flag.Int64Var(&f.leaseMinCreates, "capacity-lease-min-creates", 0, "With --capacity-leases: no lease smaller than this many of the bucket's largest create (default 32).")
 	flag.DurationVar(&f.reservationTTL, "reservation-ttl", ledger.DefaultReservationTTL, "Lifetime of the reservations the claim controller makes for the Allocation claims it grants. Reservations made at admission carry their own expiry.")

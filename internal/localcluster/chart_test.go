@@ -178,11 +178,11 @@ func TestChartValues(t *testing.T) {
 	if _, err := r.Object("PodDisruptionBudget", "quotakeeper-manager"); err != nil {
 		t.Error(err)
 	}
-	requireSettings(t, r, "gatekeeper-system", "systemNamespace: quotakeeper-system\nreservationTTL: 2m\ndeadline: 8s\n")
+	requireSettings(t, r, "gatekeeper-system", "systemNamespace: quotakeeper-system\nreservationTTL: 2m\ndeadline: 8s\ncapacityLeases: true\n")
 
 	helm := helmOrSkip(t)
 	other, err := RenderChart(helm, filepath.Join(testenv.RepoRoot(), "charts", "quotakeeper"), "q", "tenants-quota",
-		"--set", "gatekeeper.namespace=policy,manager.replicas=1,manager.leaderElection=false,reservationTTL=90s,plugin.deadline=5s,plugin.capacityLeases=true",
+		"--set", "gatekeeper.namespace=policy,manager.replicas=1,manager.leaderElection=false,reservationTTL=90s,plugin.deadline=5s,plugin.capacityLeases=false",
 		"--set", "manager.consumerLabelGroups={platform,system:masters},manager.bypassGroups={sre}",
 		"--set", "manager.certRotation=false,manager.extraArgs={--claim-concurrency=8}",
 		"--set", "manager.extraEnv[0].name=AUTOMEMLIMIT,manager.extraEnv[0].value=0.8",
@@ -208,7 +208,7 @@ func TestChartValues(t *testing.T) {
 	if _, err := other.Object("PodDisruptionBudget", "quotakeeper-manager"); err == nil {
 		t.Error("a PodDisruptionBudget for one replica: it would block every drain")
 	}
-	requireSettings(t, other, "policy", "systemNamespace: tenants-quota\nreservationTTL: 90s\ndeadline: 5s\ncapacityLeases: true\n")
+	requireSettings(t, other, "policy", "systemNamespace: tenants-quota\nreservationTTL: 90s\ndeadline: 5s\ncapacityLeases: false\n")
 	for _, obj := range other {
 		if ns := obj.GetNamespace(); ns != "" && ns != "tenants-quota" && ns != "policy" {
 			t.Errorf("%s: namespace %s, want the release's or gatekeeper.namespace", objectKey(obj), ns)
@@ -330,6 +330,7 @@ func TestChartRendersTheExternalDataMode(t *testing.T) {
 		"--bypass-groups=system:masters",
 		"--external-data-bind-address=:9444",
 		"--external-data-deadline=6s",
+		"--capacity-leases=true",
 		"--external-data-client-ca-secret=gatekeeper-system/gatekeeper-webhook-server-cert",
 	)
 	// Without it, TLS only: no flag, no Role.
@@ -346,12 +347,18 @@ func TestChartRendersTheExternalDataMode(t *testing.T) {
 			t.Errorf("externalData.clientCASecret empty renders %s", arg)
 		}
 	}
-	// Capacity leases: in this mode the provider takes them.
-	leased := render(t, "--set", "admission=externalData", "--set", "plugin.capacityLeases=true")
-	if d, err = leased.managerDeployment(); err != nil {
-		t.Fatal(err)
-	}
-	if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--capacity-leases") {
-		t.Errorf("plugin.capacityLeases=true in the externalData mode: manager args %q lack --capacity-leases", args)
+	// Capacity leases: in this mode the provider takes them, on unless
+	// turned off.
+	for value, want := range map[string]string{"": "--capacity-leases=true", "false": "--capacity-leases=false"} {
+		args := []string{"--set", "admission=externalData"}
+		if value != "" {
+			args = append(args, "--set", "plugin.capacityLeases="+value)
+		}
+		if d, err = render(t, args...).managerDeployment(); err != nil {
+			t.Fatal(err)
+		}
+		if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, want) {
+			t.Errorf("plugin.capacityLeases=%q in the externalData mode: manager args %q lack %s", value, args, want)
+		}
 	}
 }

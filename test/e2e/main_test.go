@@ -29,11 +29,13 @@ const reservationTTL = ledger.MinReservationTTL
 // runs the suite once in each.
 const AdmissionEnv = "QUOTAKEEPER_ADMISSION"
 
-// LeasesEnv, set to 1, runs the suite with the plugin's capacity leases on,
-// each a half of the headroom and taken down to a single create's worth
+// LeasesEnv tunes capacity leases, which are on by default (where a
+// bucket's headroom is 512 creates or more). Set to 1, each lease is a half
+// of the headroom and taken down to a single create's worth
 // (--quota-capacity-lease-share=2, --quota-capacity-lease-min-creates=1):
 // the hardest case for exactness, with nearly every create of a lane
 // admitted inside a lease (make e2e LEASES=1, make exactness LEASES=1).
+// Set to 0, they are off: every create takes the synchronous path.
 const LeasesEnv = "QUOTAKEEPER_CAPACITY_LEASES"
 
 var cluster *localcluster.Cluster
@@ -61,7 +63,16 @@ func TestMain(m *testing.M) {
 	var gatekeeperArgs []string
 	managerArgs := []string{"--bypass-groups=system:masters," + bypassGroup}
 	switch leases := os.Getenv(LeasesEnv); leases {
-	case "", "0":
+	case "":
+		// The defaults: capacity leases on, tuned so that a bucket with
+		// less than 512 creates' worth of headroom is never leased.
+	case "0":
+		suite += "-noleases"
+		if stockMode {
+			managerArgs = append(managerArgs, "--capacity-leases=false")
+			break
+		}
+		gatekeeperArgs = []string{"--quota-capacity-leases=false"}
 	case "1":
 		// The plugin's, or in the stock mode the provider's.
 		suite, leasesOn = suite+"-leases", true
@@ -71,7 +82,7 @@ func TestMain(m *testing.M) {
 		}
 		gatekeeperArgs = []string{"--quota-capacity-leases", "--quota-capacity-lease-share=2", "--quota-capacity-lease-min-creates=1"}
 	default:
-		fmt.Fprintf(os.Stderr, "%s=%q: want 1 or 0\n", LeasesEnv, leases)
+		fmt.Fprintf(os.Stderr, "%s=%q: want 1, 0 or unset\n", LeasesEnv, leases)
 		os.Exit(2)
 	}
 	os.Exit(testcluster.Main(m, suite, localcluster.Options{

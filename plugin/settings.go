@@ -89,8 +89,8 @@ func loadSettings() (Settings, string, error) {
 	given := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	flags := Settings{SystemNamespace: *systemNamespaceFlag,
-		ReservationTTL: metav1.Duration{Duration: *reservationTTLFlag},
-		Deadline:       metav1.Duration{Duration: *deadlineFlag},
+		ReservationTTL:     metav1.Duration{Duration: *reservationTTLFlag},
+		Deadline:           metav1.Duration{Duration: *deadlineFlag},
 		CapacityLeaseShare: *leaseShareFlag, CapacityLeaseMinCreates: *leaseMinCreatesFlag}
 	if given["quota-capacity-leases"] {
 		flags.CapacityLeases = capacityLeasesFlag

@@ -111,9 +111,35 @@ func imageOf(t *testing.T, name string) string {
 // In that order: once Gatekeeper's webhook is installed, a namespace's
 // kube-root-ca.crt waits for it (ConfigMaps are in its rules and it fails
 // closed), and with it every pod of a new namespace.
+//
+// Then what a platform team meets on day one, each step on the state the
+// one before left (so the first failure ends the test): quota decided by
+// Gatekeeper's pods, exact to the message; every manager pod killed and
+// rescheduled; Gatekeeper's webhook Deployment rolled; helm upgrade with a
+// changed value; the release's objects byte for byte what helm template
+// renders; and helm uninstall, as documented, leaving no webhook,
+// finalizer, CRD or namespace behind.
 func TestRealNode(t *testing.T) {
-	t.Run("the manager's image runs as nonroot with a pod IP", testManagerImageRunsAsNonrootWithAPodIP)
-	t.Run("both charts install as documented", testChartsInstallAsDocumented)
+	for _, step := range []struct {
+		name string
+		run  func(*testing.T)
+	}{
+		{"the manager's image runs as nonroot with a pod IP", testManagerImageRunsAsNonrootWithAPodIP},
+		{"both charts install as documented", testChartsInstallAsDocumented},
+		{"Gatekeeper's pods decide quota exactly", testAdmissionThroughThePods},
+		{"the manager's pods killed and rescheduled", testManagerPodsKilledAndRescheduled},
+		{"Gatekeeper rolled", testGatekeeperRolled},
+		{"helm upgrade with a changed value", testHelmUpgradeWithAChangedValue},
+		{"the release is what helm template renders", testInstalledIsWhatHelmTemplateRenders},
+		{"helm uninstall leaves nothing stuck", testHelmUninstallLeavesNothingStuck},
+	} {
+		start := time.Now()
+		ok := t.Run(step.name, step.run)
+		t.Logf("%s: %s, %s", step.name, map[bool]string{true: "passed", false: "FAILED"}[ok], time.Since(start).Round(time.Second))
+		if !ok {
+			t.Fatalf("stopping after %q: the steps after it build on what it leaves", step.name)
+		}
+	}
 }
 
 // testManagerImageRunsAsNonrootWithAPodIP runs the manager's image as a pod

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -416,7 +417,19 @@ func testHelmUpgradeWithAChangedValue(t *testing.T) {
 			t.Fatalf("helm status after the upgrade does not say %s:\n%s", want, status)
 		}
 	}
-	t.Logf("release quotakeeper: revision 2, deployed")
+	// The same chart version both times: only the value changed.
+	var history []struct {
+		Revision int    `json:"revision"`
+		Status   string `json:"status"`
+		Chart    string `json:"chart"`
+	}
+	if err := json.Unmarshal([]byte(helmOutput(t, "history", "quotakeeper", "-n", localcluster.ChartNamespace, "-o", "json")), &history); err != nil {
+		t.Fatal(err)
+	}
+	if len(history) != 2 || history[0].Chart != history[1].Chart || history[0].Status != "superseded" || history[1].Status != "deployed" {
+		t.Fatalf("helm history after the upgrade: %+v, want revision 1 superseded and 2 deployed, of one chart version", history)
+	}
+	t.Logf("release quotakeeper: revision 1 superseded, revision 2 deployed, both %s", history[1].Chart)
 	pods := waitReplaced(t, localcluster.ChartNamespace, managerPods, old, 2)
 	for _, p := range pods {
 		if got := p.Annotations[upgradeAnnotation]; got != "day-one" {

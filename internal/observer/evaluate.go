@@ -79,16 +79,32 @@ func (o *Observer) initialLoad(ctx context.Context, evaluate controller.TypedCon
 		}
 		pending = unwatched
 	}
-	for _, it := range o.constraintItems(ctx) {
+	constraints := o.constraintItems(ctx)
+	o.loadingConstraints.Store(true)
+	for _, it := range constraints {
 		if err := evaluateNow(ctx, evaluate, it); err != nil {
 			// Not published, so not decided on either (package counted).
 			o.log.Error(err, "loading constraint", "kind", it.gvk.Kind, "name", it.name)
 		}
 	}
+	o.loadingConstraints.Store(false)
 	// While the objects are evaluated, create reservations are folded on
 	// top of the buckets' last written figures (rebuild.go), until Start
-	// has made the observer ready.
+	// has made the observer ready. Folding needs the policy (every
+	// template and constraint, loaded above) and reads each reserved
+	// object from the API server, not the informers: so it starts before
+	// the matched kinds' informers list, which at 100,000 objects takes
+	// seconds (a create made at the manager's start counted sooner).
 	go o.foldWhileRebuilding(ctx, o.rebuilt)
+	blind, err := o.watchMatchedKinds(ctx)
+	if blind {
+		for _, it := range constraints {
+			o.events.AddAfter(it, blindRetry)
+		}
+	}
+	if err != nil {
+		o.log.Error(err, "watching the kinds the constraints match")
+	}
 	// Objects on every worker at once: a restart's rebuild is this loop.
 	// Each goes through the evaluate controller's reconciler, which
 	// recovers a panic as that object's failure: one object that panics
@@ -217,6 +233,9 @@ func (o *Observer) processConstraint(ctx context.Context, it item) error {
 	o.mu.Lock()
 	recount := o.setVersion(counted.Key(it.gvk.Kind, it.name), version)
 	o.mu.Unlock()
+	if o.loadingConstraints.Load() {
+		return nil // initialLoad watches what they all match, once
+	}
 	blind, err := o.watchMatchedKinds(ctx)
 	if blind {
 		o.events.AddAfter(it, blindRetry)

@@ -164,6 +164,10 @@ type Observer struct {
 	ready  atomic.Bool
 	// rebuilt is closed once ready: foldWhileRebuilding stops.
 	rebuilt chan struct{}
+	// loadingConstraints: initialLoad is loading the constraints, and
+	// their matched kinds are watched once all are loaded (so folding
+	// starts before a large kind's informer has listed).
+	loadingConstraints atomic.Bool
 
 	// ResourceClaim views (nil views: off); viewQueue is the views
 	// controller's.

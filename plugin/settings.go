@@ -56,7 +56,7 @@ func (s Settings) LeaseOptions(holder string) ledger.LeaseOptions {
 	return ledger.LeaseOptions{Holder: holder, Share: s.CapacityLeaseShare, MinCreates: s.CapacityLeaseMinCreates}
 }
 
-// Leased reports whether capacity leases are on.
+// Leased reports whether capacity leases are on (nil: the default, on).
 func (s Settings) Leased() bool { return s.CapacityLeases == nil || *s.CapacityLeases }
 
 // DefaultSettings are the settings with neither a file nor flags.

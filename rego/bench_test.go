@@ -219,3 +219,32 @@ func BenchmarkReviewQuotaClaimPolicyVersusQuotaEntity(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDriverReview reviews the same ConfigMap CREATE with QuotaEntity
+// on Gatekeeper's Rego driver (the frameworks', which prepares its query
+// again for every review) and on the observer's (internal/preparedrego,
+// prepared once per template), alternating in one loop, and reports each
+// one's time per review and their ratio. Each has its own ledger; what a
+// review reserved is released outside the timed region.
+func BenchmarkDriverReview(b *testing.B) {
+	frameworks := newHarness(b, "quotaentity", perNamespace)
+	frameworks.grant("g", teamA, "core/configmaps", 1<<40)
+	setMode(b, observersDriver)
+	prepared := newHarness(b, "quotaentity", perNamespace)
+	prepared.grant("g", teamA, "core/configmaps", 1<<40)
+	var frameworksTime, preparedTime time.Duration
+	n := 0
+	for b.Loop() {
+		review, opts := benchReview(b, "admission", n)
+		frameworksTime += timeReview(b, frameworks.evalCtx(), frameworks.client, review, opts, 0)
+		preparedTime += timeReview(b, prepared.evalCtx(), prepared.client, review, opts, 0)
+		b.StopTimer()
+		releaseBenchClaim(b, frameworks.ledger, n)
+		releaseBenchClaim(b, prepared.ledger, n)
+		b.StartTimer()
+		n++
+	}
+	b.ReportMetric(float64(frameworksTime.Nanoseconds())/float64(n), "frameworks-ns/review")
+	b.ReportMetric(float64(preparedTime.Nanoseconds())/float64(n), "prepared-ns/review")
+	b.ReportMetric(float64(preparedTime)/float64(frameworksTime), "prepared/frameworks")
+}

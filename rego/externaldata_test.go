@@ -36,26 +36,7 @@ import (
 // TestExternalDataProviderErrorDenies shows, and those of the observe mode
 // or of no template.
 func TestTemplatesThroughExternalData(t *testing.T) {
-	tests := []struct {
-		name string
-		test func(*testing.T)
-	}{
-		{"EntityAllowsUpToTheLimitAndDeniesPastIt", TestEntityAllowsUpToTheLimitAndDeniesPastIt},
-		{"EntityRepeatedRequestReservesOnce", TestEntityRepeatedRequestReservesOnce},
-		{"EntityDryRunAuditAndUIDlessReviewsNeverReserve", TestEntityDryRunAuditAndUIDlessReviewsNeverReserve},
-		{"EntityUpdatesAndDeletesReserveNothing", TestEntityUpdatesAndDeletesReserveNothing},
-		{"EntitySharedQuotaAcrossNamespacesWithTheSameLabel", TestEntitySharedQuotaAcrossNamespacesWithTheSameLabel},
-		{"EntityProjectAndOrganizationCapsTheSmallerWins", TestEntityProjectAndOrganizationCapsTheSmallerWins},
-		{"EntityReadsTheNamespaceObjectGatekeeperAttaches", TestEntityReadsTheNamespaceObjectGatekeeperAttaches},
-		{"AuditReportsBucketsOverTheirLimit", TestAuditReportsBucketsOverTheirLimit},
-		{"AllocationCountsReplicasTimesRequestsInMillicores", TestAllocationCountsReplicasTimesRequestsInMillicores},
-		{"AllocationUpdateReservesOnlyTheGrowth", TestAllocationUpdateReservesOnlyTheGrowth},
-		{"ClaimPolicyAllowsUpToTheGrantAndDeniesPastIt", TestClaimPolicyAllowsUpToTheGrantAndDeniesPastIt},
-		{"ClaimPolicyConditionsDecideWhetherTheObjectClaims", TestClaimPolicyConditionsDecideWhetherTheObjectClaims},
-		{"ClaimPolicyCELErrorDeniesWithTheMessage", TestClaimPolicyCELErrorDeniesWithTheMessage},
-		{"ClaimPoliciesEachClaimAndEachIsAllOrNothing", TestClaimPoliciesEachClaimAndEachIsAllOrNothing},
-		{"ClaimPolicyDryRunAuditAndUpdatesNeverReserve", TestClaimPolicyDryRunAuditAndUpdatesNeverReserve},
-	}
+	tests := templateTests()
 	for _, m := range []harnessMode{twinThroughProvider, twinWithBuiltins} {
 		for _, tc := range tests {
 			t.Run(string(m)+"/"+tc.name, func(t *testing.T) {
@@ -97,6 +78,33 @@ func TestExternalDataProviderErrorDenies(t *testing.T) {
 		"quota cannot decide: quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md); the request is denied and nothing was reserved. Retry in a minute; if it keeps failing, tell your platform team (docs/troubleshooting.md#quota-cannot-decide)")
 }
 
+// templateTests are the template tests that every mode must pass with
+// the same messages.
+func templateTests() []templateTest {
+	return []templateTest{
+		{"EntityAllowsUpToTheLimitAndDeniesPastIt", TestEntityAllowsUpToTheLimitAndDeniesPastIt},
+		{"EntityRepeatedRequestReservesOnce", TestEntityRepeatedRequestReservesOnce},
+		{"EntityDryRunAuditAndUIDlessReviewsNeverReserve", TestEntityDryRunAuditAndUIDlessReviewsNeverReserve},
+		{"EntityUpdatesAndDeletesReserveNothing", TestEntityUpdatesAndDeletesReserveNothing},
+		{"EntitySharedQuotaAcrossNamespacesWithTheSameLabel", TestEntitySharedQuotaAcrossNamespacesWithTheSameLabel},
+		{"EntityProjectAndOrganizationCapsTheSmallerWins", TestEntityProjectAndOrganizationCapsTheSmallerWins},
+		{"EntityReadsTheNamespaceObjectGatekeeperAttaches", TestEntityReadsTheNamespaceObjectGatekeeperAttaches},
+		{"AuditReportsBucketsOverTheirLimit", TestAuditReportsBucketsOverTheirLimit},
+		{"AllocationCountsReplicasTimesRequestsInMillicores", TestAllocationCountsReplicasTimesRequestsInMillicores},
+		{"AllocationUpdateReservesOnlyTheGrowth", TestAllocationUpdateReservesOnlyTheGrowth},
+		{"ClaimPolicyAllowsUpToTheGrantAndDeniesPastIt", TestClaimPolicyAllowsUpToTheGrantAndDeniesPastIt},
+		{"ClaimPolicyConditionsDecideWhetherTheObjectClaims", TestClaimPolicyConditionsDecideWhetherTheObjectClaims},
+		{"ClaimPolicyCELErrorDeniesWithTheMessage", TestClaimPolicyCELErrorDeniesWithTheMessage},
+		{"ClaimPoliciesEachClaimAndEachIsAllOrNothing", TestClaimPoliciesEachClaimAndEachIsAllOrNothing},
+		{"ClaimPolicyDryRunAuditAndUpdatesNeverReserve", TestClaimPolicyDryRunAuditAndUpdatesNeverReserve},
+	}
+}
+
+type templateTest struct {
+	name string
+	test func(*testing.T)
+}
+
 // harnessMode is what a test's harness runs.
 type harnessMode string
 
@@ -106,12 +114,15 @@ const (
 	twinThroughProvider harnessMode = "ExternalData"
 	// twinWithBuiltins: the twins as the observer loads them.
 	twinWithBuiltins harnessMode = "TwinCountedWithBuiltins"
+	// observersDriver: the templates on the observer's driver
+	// (internal/preparedrego).
+	observersDriver harnessMode = "ObserversDriver"
 )
 
 // modes holds each test's (its *testing.T's) harness mode.
 var modes sync.Map
 
-func setMode(t *testing.T, m harnessMode) {
+func setMode(t testing.TB, m harnessMode) {
 	modes.Store(t, m)
 	t.Cleanup(func() { modes.Delete(t) })
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	constraintclient "github.com/open-policy-agent/frameworks/constraint/pkg/client"
+	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/client/reviews"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/core/templates"
@@ -32,6 +33,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
+	"github.com/quotakeeper/quotakeeper/internal/preparedrego"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 
@@ -81,14 +83,18 @@ func newHarness(t testing.TB, templateName string, params map[string]any) *harne
 		args = append(args, externalDataArgs(t, func() *builtins.Env { env := h.env; return &env })...)
 		file = templateName + "/" + quotarego.ExternalDataFile
 	case twinWithBuiltins:
-		// The twin as the manager's observer loads it.
+		// The twin as the manager's observer loads it, on its driver.
 		file = templateName + "/" + quotarego.ExternalDataFile
 		transform = quotarego.ForBuiltins
 	}
-	driver, err := rego.New(args...)
-	if err != nil {
-		t.Fatal(err)
+	var driver drivers.Driver = preparedrego.New()
+	if m := mode(t); m != twinWithBuiltins && m != observersDriver {
+		var err error
+		if driver, err = rego.New(args...); err != nil {
+			t.Fatal(err)
+		}
 	}
+	var err error
 	h.client, err = constraintclient.NewClient(
 		constraintclient.Targets(&target.K8sValidationTarget{}),
 		constraintclient.Driver(driver),

@@ -11,7 +11,6 @@ import (
 	"sync/atomic"
 
 	constraintclient "github.com/open-policy-agent/frameworks/constraint/pkg/client"
-	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/client/reviews"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/core/templates"
 	"github.com/open-policy-agent/gatekeeper/v3/apis"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
 	"github.com/quotakeeper/quotakeeper/internal/counted"
+	"github.com/quotakeeper/quotakeeper/internal/preparedrego"
 	quotarego "github.com/quotakeeper/quotakeeper/rego"
 )
 
@@ -68,20 +68,18 @@ type policy struct {
 }
 
 // newPolicy returns an empty policy whose evaluations decide against env.
-// The process must have registered the builtins (builtins.Register) before:
-// the driver copies OPA's builtin table when built.
+// The process must have registered the builtins (builtins.Register) before
+// it loads a template: each is compiled with OPA's builtin table as it is.
 func newPolicy(env *builtins.Env) (*policy, error) {
 	scheme := runtime.NewScheme()
 	if err := apis.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	driver, err := rego.New(rego.Externs("inventory"))
-	if err != nil {
-		return nil, err
-	}
+	// The frameworks client as Gatekeeper's, with a driver that prepares
+	// each template's query once: it evaluates once per object counted.
 	c, err := constraintclient.NewClient(
 		constraintclient.Targets(&target.K8sValidationTarget{}),
-		constraintclient.Driver(driver),
+		constraintclient.Driver(preparedrego.New()),
 		constraintclient.EnforcementPoints(util.WebhookEnforcementPoint),
 	)
 	if err != nil {

@@ -199,23 +199,7 @@ func BenchmarkReviewQuotaClaimPolicyVersusQuotaEntity(b *testing.B) {
 				Request("core/configmaps", intstr.FromInt32(1)).Obj())
 			policy.grant("g", teamA, "core/configmaps", limit)
 
-			var policyTime, entityTime time.Duration
-			n := 0
-			for b.Loop() {
-				review, opts := benchReview(b, mode, n)
-				entityTime += timeReview(b, entity.evalCtx(), entity.client, review, opts, want)
-				policyTime += timeReview(b, policy.evalCtx(), policy.client, review, opts, want)
-				if mode == "admission" {
-					b.StopTimer()
-					releaseBenchClaim(b, entity.ledger, n)
-					releaseBenchClaim(b, policy.ledger, n)
-					b.StartTimer()
-				}
-				n++
-			}
-			b.ReportMetric(float64(policyTime.Nanoseconds())/float64(n), "policy-ns/review")
-			b.ReportMetric(float64(entityTime.Nanoseconds())/float64(n), "entity-ns/review")
-			b.ReportMetric(float64(policyTime)/float64(entityTime), "policy/entity")
+			alternate(b, mode, want, named{"policy", policy}, named{"entity", entity})
 		})
 	}
 }
@@ -224,27 +208,43 @@ func BenchmarkReviewQuotaClaimPolicyVersusQuotaEntity(b *testing.B) {
 // on Gatekeeper's Rego driver (the frameworks', which prepares its query
 // again for every review) and on the observer's (internal/preparedrego,
 // prepared once per template), alternating in one loop, and reports each
-// one's time per review and their ratio. Each has its own ledger; what a
-// review reserved is released outside the timed region.
+// one's time per review and their ratio. Each has its own ledger.
 func BenchmarkDriverReview(b *testing.B) {
 	frameworks := newHarness(b, "quotaentity", perNamespace)
 	frameworks.grant("g", teamA, "core/configmaps", 1<<40)
 	setMode(b, observersDriver)
 	prepared := newHarness(b, "quotaentity", perNamespace)
 	prepared.grant("g", teamA, "core/configmaps", 1<<40)
-	var frameworksTime, preparedTime time.Duration
+	alternate(b, "admission", 0, named{"prepared", prepared}, named{"frameworks", frameworks})
+}
+
+// named is a harness a benchmark reports under name.
+type named struct {
+	name string
+	*harness
+}
+
+// alternate reviews benchReview's reviews of mode with two harnesses in
+// turn, so both see the same machine conditions, each expecting want
+// violations, and reports each one's time per review and the ratio of
+// the first's to the second's. In mode "admission" what a review reserved
+// is released outside the timed region, so each bucket stays one entry big.
+func alternate(b *testing.B, mode string, want int, first, second named) {
+	var firstTime, secondTime time.Duration
 	n := 0
 	for b.Loop() {
-		review, opts := benchReview(b, "admission", n)
-		frameworksTime += timeReview(b, frameworks.evalCtx(), frameworks.client, review, opts, 0)
-		preparedTime += timeReview(b, prepared.evalCtx(), prepared.client, review, opts, 0)
-		b.StopTimer()
-		releaseBenchClaim(b, frameworks.ledger, n)
-		releaseBenchClaim(b, prepared.ledger, n)
-		b.StartTimer()
+		review, opts := benchReview(b, mode, n)
+		secondTime += timeReview(b, second.evalCtx(), second.client, review, opts, want)
+		firstTime += timeReview(b, first.evalCtx(), first.client, review, opts, want)
+		if mode == "admission" {
+			b.StopTimer()
+			releaseBenchClaim(b, first.ledger, n)
+			releaseBenchClaim(b, second.ledger, n)
+			b.StartTimer()
+		}
 		n++
 	}
-	b.ReportMetric(float64(frameworksTime.Nanoseconds())/float64(n), "frameworks-ns/review")
-	b.ReportMetric(float64(preparedTime.Nanoseconds())/float64(n), "prepared-ns/review")
-	b.ReportMetric(float64(preparedTime)/float64(frameworksTime), "prepared/frameworks")
+	b.ReportMetric(float64(firstTime.Nanoseconds())/float64(n), first.name+"-ns/review")
+	b.ReportMetric(float64(secondTime.Nanoseconds())/float64(n), second.name+"-ns/review")
+	b.ReportMetric(float64(firstTime)/float64(secondTime), first.name+"/"+second.name)
 }

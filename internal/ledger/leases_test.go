@@ -2,7 +2,6 @@ package ledger_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
+	"github.com/quotakeeper/quotakeeper/internal/ledger/ledgertest"
 )
 
 // replica is one Gatekeeper replica's ledger with leases on, over a store
@@ -230,20 +230,6 @@ func TestLeasedCreateUndoneBeforeAndAfterItIsRecorded(t *testing.T) {
 	}
 }
 
-// crashableStore fails every write once failing is set: a replica that
-// crashed, or lost the API server.
-type crashableStore struct {
-	ledger.Store
-	failing atomic.Bool
-}
-
-func (s *crashableStore) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*ledger.Bucket) error) (ledger.Bucket, error) {
-	if s.failing.Load() {
-		return ledger.Bucket{}, errors.New("replica gone")
-	}
-	return s.Store.Apply(ctx, key, mutate)
-}
-
 // A replica that dies holding a lease with creates admitted and never
 // recorded leaves a lease whose amount covers them: the other replica can
 // take only what is left, and the lease lapses (for the observer's
@@ -256,7 +242,7 @@ func TestACrashedHoldersLeaseCoversWhatItAdmitted(t *testing.T) {
 	}
 	key := ledger.NewBucketKey(org("o"), rtProjects, nil)
 	ctx := context.Background()
-	crashing := &crashableStore{Store: shared}
+	crashing := &ledgertest.CrashableStore{Store: shared}
 	a := startReplica(t, crashing, grants, "gk-a", ledger.LeaseOptions{Interval: time.Hour, Share: 2, MinCreates: 1})
 	if _, err := a.ledger.Reserve(ctx, claim("a0", req(org("o"), rtProjects, 1, nil))); err != nil {
 		t.Fatal(err)
@@ -270,7 +256,7 @@ func TestACrashedHoldersLeaseCoversWhatItAdmitted(t *testing.T) {
 		}
 		admitted++
 	}
-	crashing.failing.Store(true)
+	crashing.Crash()
 	if err := a.halt(t); err == nil {
 		t.Fatal("the crashed replica gave its lease back")
 	}
@@ -357,14 +343,14 @@ func TestALeaseThatCannotBeRenewedStopsAdmittingBeforeItExpires(t *testing.T) {
 	}
 	key := ledger.NewBucketKey(org("o"), rtProjects, nil)
 	ctx := context.Background()
-	store := &crashableStore{Store: shared}
+	store := &ledgertest.CrashableStore{Store: shared}
 	const duration = 2 * time.Second
 	a := startReplica(t, store, grants, "gk-a", ledger.LeaseOptions{Duration: duration, Interval: 10 * time.Millisecond})
 	if _, err := a.ledger.Reserve(ctx, claim("first", req(org("o"), rtProjects, 1, nil))); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a lease", func() bool { b, _, _ := shared.Get(ctx, key); return len(leasesOf(b)) == 1 })
-	store.failing.Store(true)
+	store.Crash()
 	time.Sleep(50 * time.Millisecond) // a renewal in flight lands, or never will
 	b, _, _ := shared.Get(ctx, key)
 	lease := leasesOf(b)[0]

@@ -2,10 +2,8 @@ package observer_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledger/kubestore"
+	"github.com/quotakeeper/quotakeeper/internal/ledger/ledgertest"
 	"github.com/quotakeeper/quotakeeper/internal/observer"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -160,19 +159,6 @@ func TestAnAbsentObserverLeavesABoundedBucket(t *testing.T) {
 	eventuallyStatus(t, k8s, teamA, rtNamespace, all)
 }
 
-// crashingStore fails every write once crashed: a Gatekeeper replica gone.
-type crashingStore struct {
-	ledger.Store
-	crashed atomic.Bool
-}
-
-func (s *crashingStore) Apply(ctx context.Context, key ledger.BucketKey, mutate func(*ledger.Bucket) error) (ledger.Bucket, error) {
-	if s.crashed.Load() {
-		return ledger.Bucket{}, errors.New("replica gone")
-	}
-	return s.Store.Apply(ctx, key, mutate)
-}
-
 // Creates admitted inside a replica's capacity lease are recorded as
 // ordinary reservations and folded by the observer; a replica that dies
 // holding a lease, with creates admitted and never recorded, leaves the
@@ -189,7 +175,7 @@ func TestObserverFreesALapsedLeaseBehindTheBarrier(t *testing.T) {
 	if err := set.Set(ledger.Grant{ID: "a", Consumer: teamA, ResourceType: rtNamespace, Amount: 10000}); err != nil {
 		t.Fatal(err)
 	}
-	store := &crashingStore{Store: kubestore.New(k8s, kubestore.Options{SystemNamespace: sysNS})}
+	store := &ledgertest.CrashableStore{Store: kubestore.New(k8s, kubestore.Options{SystemNamespace: sysNS})}
 	admission := ledger.New(store, set, ledger.WithReservationTTL(time.Hour),
 		ledger.WithLeases(ledger.LeaseOptions{Holder: "gk-0", Duration: 2 * time.Second, Interval: 50 * time.Millisecond}))
 	leaseCtx, crash := context.WithCancel(ctx)
@@ -226,7 +212,7 @@ func TestObserverFreesALapsedLeaseBehindTheBarrier(t *testing.T) {
 
 	// The replica admits ten more inside its lease and dies before it
 	// records them.
-	store.crashed.Store(true)
+	store.Crash()
 	for i := range 10 {
 		create(fmt.Sprintf("unrecorded-%d", i))
 	}

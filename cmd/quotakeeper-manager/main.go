@@ -127,7 +127,7 @@ func parseFlags() flags {
 	flag.Int64Var(&f.leaseMinCreates, "capacity-lease-min-creates", 0, "With --capacity-leases: no lease smaller than this many of the bucket's largest create (default 32).")
 	flag.DurationVar(&f.reservationTTL, "reservation-ttl", ledger.DefaultReservationTTL, "Lifetime of the reservations the claim controller makes for the Allocation claims it grants. Reservations made at admission carry their own expiry.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
-	flag.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook serving certificate (tls.crt, tls.key).")
+	flag.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook serving certificate (tls.crt, tls.key): the servers read it with --disable-cert-rotation; with rotation they read the certificate from the Secret --webhook-secret-name, mounted here, whose files the rotator still waits for.")
 	flag.BoolVar(&f.disableCertRotation, "disable-cert-rotation", false, "Do not generate and rotate the webhook certificate; something else (cert-manager) puts it in --cert-dir and the CA bundle in the webhook configurations.")
 	flag.StringVar(&f.webhookNamespace, "webhook-namespace", "", "Namespace of the webhook Service and certificate Secret; default --system-namespace.")
 	flag.StringVar(&f.webhookService, "webhook-service-name", "quotakeeper-webhook-service", "Name of the webhook Service (the certificate's DNS name).")

@@ -24,7 +24,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -100,8 +99,7 @@ func (c *Certificate) Add(mgr manager.Manager) error {
 			return err
 		}
 	}
-	started := mgr.GetWebhookServer().StartedChecker()
-	return mgr.AddReadyzCheck("webhook", func(req *http.Request) error { return started(req) })
+	return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
 }
 
 func (c *Certificate) addRotation(mgr manager.Manager) error {

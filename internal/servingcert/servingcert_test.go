@@ -121,8 +121,9 @@ func TestServesARotatedCertificate(t *testing.T) {
 // something else (cert-manager) wrote into the certificate directory, and
 // /readyz passes.
 func TestWithoutRotationServesTheCertDirsFiles(t *testing.T) {
+	dnsName := service + ".quotakeeper-system.svc"
 	issuer := &rotator.CertRotator{
-		CAName: "cert-manager-ca", DNSName: fmt.Sprintf("%s.%s.svc", service, "no-rotation"),
+		CAName: "cert-manager-ca", DNSName: dnsName,
 		ExtKeyUsages: &[]x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	ca, err := issuer.CreateCACert(time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
@@ -144,7 +145,7 @@ func TestWithoutRotationServesTheCertDirsFiles(t *testing.T) {
 	roots.AddCert(ca.Cert)
 	block, _ := pem.Decode(crt)
 	testenv.Eventually(t, fresh, "both servers present the files' certificate and /readyz passes", func() error {
-		if err := run.presents(roots, block.Bytes); err != nil {
+		if err := run.presents(roots, dnsName, block.Bytes); err != nil {
 			return err
 		}
 		return run.ready()
@@ -161,6 +162,9 @@ type run struct {
 	probeAddr                 string
 }
 
+// runs counts start's runs in this process.
+var runs int
+
 // start runs a manager serving the webhook server and the provider as
 // cmd/quotakeeper-manager does, until the test ends: without certDir, with
 // the rotator on, after creating namespace ns, the empty Secret the chart
@@ -172,6 +176,8 @@ func start(t *testing.T, ns, certDir string) *run {
 		t.Skip("needs a control plane; skipped in -short mode")
 	}
 	ctx := context.Background()
+	runs++ // names of its own under -count
+	ns = fmt.Sprintf("%s-%d", ns, runs)
 	r := &run{
 		secret:        types.NamespacedName{Namespace: ns, Name: "quotakeeper-webhook-server-cert"},
 		configuration: ns + "-validating-webhook-configuration",
@@ -262,16 +268,15 @@ func (r *run) presentsTheSecretsCertificate() ([]byte, error) {
 	if block == nil {
 		return nil, errors.New("no certificate in the Secret yet")
 	}
-	return block.Bytes, r.presents(roots, block.Bytes)
+	return block.Bytes, r.presents(roots, fmt.Sprintf("%s.%s.svc", service, r.secret.Namespace), block.Bytes)
 }
 
 // presents checks that the webhook server and the provider both present
-// the certificate want (DER), verified against roots for the Service's
-// name.
-func (r *run) presents(roots *x509.CertPool, want []byte) error {
+// the certificate want (DER), verified against roots for serverName.
+func (r *run) presents(roots *x509.CertPool, serverName string, want []byte) error {
 	for _, server := range []struct{ name, addr string }{{"webhook server", r.webhookAddr}, {"provider", r.providerAddr}} {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", server.addr, &tls.Config{
-			RootCAs: roots, ServerName: fmt.Sprintf("%s.%s.svc", service, r.secret.Namespace), MinVersion: tls.VersionTLS12,
+			RootCAs: roots, ServerName: serverName, MinVersion: tls.VersionTLS12,
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", server.name, err)

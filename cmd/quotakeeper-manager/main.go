@@ -10,7 +10,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -40,6 +39,7 @@ import (
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/metrics"
 	"github.com/quotakeeper/quotakeeper/internal/observer"
+	"github.com/quotakeeper/quotakeeper/internal/servingcert"
 	"github.com/quotakeeper/quotakeeper/internal/version"
 	"github.com/quotakeeper/quotakeeper/internal/webhooks"
 )
@@ -47,8 +47,9 @@ import (
 // The manager's own permissions, beyond what the controllers declare:
 // its leader-election lease and the event leader election records when it
 // takes the lease (the GrantCreationPolicy controller declares its own
-// events), and the certificate rotator's
-// secret and webhook configurations (it writes the CA bundle into them).
+// events), and the certificate rotator's secret (which the webhook server
+// and the provider watch for their certificate) and webhook configurations
+// (it writes the CA bundle into them).
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update,namespace=quotakeeper-system
@@ -126,7 +127,7 @@ func parseFlags() flags {
 	flag.Int64Var(&f.leaseMinCreates, "capacity-lease-min-creates", 0, "With --capacity-leases: no lease smaller than this many of the bucket's largest create (default 32).")
 	flag.DurationVar(&f.reservationTTL, "reservation-ttl", ledger.DefaultReservationTTL, "Lifetime of the reservations the claim controller makes for the Allocation claims it grants. Reservations made at admission carry their own expiry.")
 	flag.IntVar(&f.webhookPort, "webhook-port", 9443, "Port the webhook server listens on.")
-	flag.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook serving certificate (tls.crt, tls.key).")
+	flag.StringVar(&f.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook serving certificate (tls.crt, tls.key): the servers read it with --disable-cert-rotation; with rotation they read the certificate from the Secret --webhook-secret-name, mounted here, whose files the rotator still waits for.")
 	flag.BoolVar(&f.disableCertRotation, "disable-cert-rotation", false, "Do not generate and rotate the webhook certificate; something else (cert-manager) puts it in --cert-dir and the CA bundle in the webhook configurations.")
 	flag.StringVar(&f.webhookNamespace, "webhook-namespace", "", "Namespace of the webhook Service and certificate Secret; default --system-namespace.")
 	flag.StringVar(&f.webhookService, "webhook-service-name", "quotakeeper-webhook-service", "Name of the webhook Service (the certificate's DNS name).")
@@ -188,6 +189,15 @@ func run(f flags) error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
+	// The webhook server and the provider present the rotator's certificate
+	// from its Secret, not from the Secret's volume (package servingcert).
+	serving := servingcert.New(servingcert.Options{
+		Rotate:   !f.disableCertRotation,
+		Secret:   types.NamespacedName{Namespace: f.webhookNamespace, Name: f.webhookSecret},
+		Service:  f.webhookService,
+		CertDir:  f.certDir,
+		Webhooks: rotatedWebhooks(f),
+	})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		// The observer caches every object a quota constraint matches;
@@ -201,7 +211,7 @@ func run(f flags) error {
 		LeaderElectionID:              f.leaderElectionID,
 		LeaderElectionNamespace:       f.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.certDir}),
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: f.webhookPort, CertDir: f.certDir, TLSOpts: serving.TLSOpts()}),
 	})
 	if err != nil {
 		return err
@@ -262,66 +272,28 @@ func run(f flags) error {
 		return err
 	}
 
-	// The webhook server starts only once its certificate is on disk: it
-	// fails to start without one.
-	certsReady := make(chan struct{})
-	if f.disableCertRotation {
-		close(certsReady)
-	} else if err := rotator.AddRotator(mgr, &rotator.CertRotator{
-		SecretKey:      types.NamespacedName{Namespace: f.webhookNamespace, Name: f.webhookSecret},
-		CertDir:        f.certDir,
-		CAName:         "quotakeeper-ca",
-		CAOrganization: "quotakeeper",
-		DNSName:        fmt.Sprintf("%s.%s.svc", f.webhookService, f.webhookNamespace),
-		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", f.webhookService, f.webhookNamespace)},
-		IsReady:        certsReady,
-		Webhooks:       rotatedWebhooks(f),
-		// Every replica serves webhooks, so every replica needs the certificate.
-		RequireLeaderElection: false,
-	}); err != nil {
-		return fmt.Errorf("certificate rotator: %w", err)
-	}
-	var server atomic.Pointer[webhook.Server]
-	go func() {
-		select {
-		case <-certsReady:
-		case <-ctx.Done():
-			return
-		}
-		if err := webhooks.Setup(mgr, webhooks.Options{
-			SystemNamespace:     f.systemNamespace,
-			ConsumerLabelGroups: splitList(f.consumerLabelGroups),
-			ConsumerLabelKeys:   splitList(f.consumerLabelKeys),
-			BypassGroups:        splitList(f.bypassGroups),
-			MaxBypassDuration:   f.maxBypassDuration,
-			NamespaceMoves:      &observer.MoveCounter{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ClaimPolicies: policies},
-			Ledger:              l,
-			GrantsSynced:        m.HasSynced,
-		}); err != nil {
-			ctrl.Log.Error(err, "webhooks")
-			os.Exit(1)
-		}
-		s := mgr.GetWebhookServer()
-		server.Store(&s)
-		if f.externalDataAddr != "" {
-			if err := mgr.Add(&externaldata.Server{Addr: f.externalDataAddr, CertDir: f.certDir, ClientCA: clientCA, Env: providerEnv.Load,
-				Log: ctrl.Log.WithName("external-data")}); err != nil {
-				ctrl.Log.Error(err, "external data provider")
-				os.Exit(1)
-			}
-		}
-	}()
-
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+	if err := serving.Add(mgr); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("webhook", func(req *http.Request) error {
-		s := server.Load()
-		if s == nil {
-			return errors.New("webhook certificate not ready")
-		}
-		return (*s).StartedChecker()(req)
+	if err := webhooks.Setup(mgr, webhooks.Options{
+		SystemNamespace:     f.systemNamespace,
+		ConsumerLabelGroups: splitList(f.consumerLabelGroups),
+		ConsumerLabelKeys:   splitList(f.consumerLabelKeys),
+		BypassGroups:        splitList(f.bypassGroups),
+		MaxBypassDuration:   f.maxBypassDuration,
+		NamespaceMoves:      &observer.MoveCounter{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), ClaimPolicies: policies},
+		Ledger:              l,
+		GrantsSynced:        m.HasSynced,
 	}); err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
+	if f.externalDataAddr != "" {
+		if err := mgr.Add(&externaldata.Server{Addr: f.externalDataAddr, CertDir: f.certDir, TLSOpts: serving.TLSOpts(),
+			ClientCA: clientCA, Env: providerEnv.Load, Log: ctrl.Log.WithName("external-data")}); err != nil {
+			return fmt.Errorf("external data provider: %w", err)
+		}
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
 	ctrl.Log.Info("starting manager", "version", version.Version, "systemNamespace", f.systemNamespace)

@@ -23,14 +23,19 @@ import (
 )
 
 // Server serves the provider over TLS, with the certificate the manager's
-// webhooks serve (tls.crt and tls.key in CertDir, re-read when they change,
-// as controller-runtime's webhook server does). It is a controller-runtime
-// Runnable that every replica runs: each one answers.
+// webhooks serve: TLSOpts's, or else tls.crt and tls.key in CertDir, re-read
+// when they change, as controller-runtime's webhook server does. It is a
+// controller-runtime Runnable that every replica runs: each one answers.
 type Server struct {
 	// Addr is where it listens, host:port.
 	Addr string
-	// CertDir holds tls.crt and tls.key.
+	// CertDir holds tls.crt and tls.key, read unless TLSOpts set
+	// GetCertificate.
 	CertDir string
+	// TLSOpts change the server's tls.Config, as controller-runtime's
+	// webhook.Options.TLSOpts do: the manager's set GetCertificate to the
+	// certificate in its rotator's Secret (package servingcert).
+	TLSOpts []func(*tls.Config)
 	// Env is what the builtins decide against (Handler.Env).
 	Env func() *builtins.Env
 	// ClientCA, when set, reads the PEM of the CA that signed Gatekeeper's
@@ -52,12 +57,18 @@ func (*Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends.
 func (s *Server) Start(ctx context.Context) error {
-	watcher, err := certwatcher.New(filepath.Join(s.CertDir, "tls.crt"), filepath.Join(s.CertDir, "tls.key"))
-	if err != nil {
-		return fmt.Errorf("external data provider: %w", err)
+	config := &tls.Config{MinVersion: tls.VersionTLS13}
+	for _, opt := range s.TLSOpts {
+		opt(config)
 	}
-	go func() { _ = watcher.Start(ctx) }()
-	config := &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: watcher.GetCertificate}
+	if config.GetCertificate == nil {
+		watcher, err := certwatcher.New(filepath.Join(s.CertDir, "tls.crt"), filepath.Join(s.CertDir, "tls.key"))
+		if err != nil {
+			return fmt.Errorf("external data provider: %w", err)
+		}
+		go func() { _ = watcher.Start(ctx) }()
+		config.GetCertificate = watcher.GetCertificate
+	}
 	handler := Handler{Env: s.Env}
 	if s.ClientCA != nil {
 		var pool atomic.Pointer[x509.CertPool]

@@ -177,7 +177,11 @@ func TestObserverFreesALapsedLeaseBehindTheBarrier(t *testing.T) {
 	}
 	store := &ledgertest.CrashableStore{Store: kubestore.New(k8s, kubestore.Options{SystemNamespace: sysNS})}
 	admission := ledger.New(store, set, ledger.WithReservationTTL(time.Hour),
-		ledger.WithLeases(ledger.LeaseOptions{Holder: "gk-0", Duration: 2 * time.Second, Interval: 50 * time.Millisecond}))
+		// A lease of 10 s: the ten creates admitted after the crash must
+		// fall inside it (a replica stops admitting a second before its
+		// lease's expiry, and a crashed one renews nothing), however slow
+		// the machine.
+		ledger.WithLeases(ledger.LeaseOptions{Holder: "gk-0", Duration: 10 * time.Second, Interval: 50 * time.Millisecond}))
 	leaseCtx, crash := context.WithCancel(ctx)
 	defer crash()
 	go func() { _ = admission.RunLeases(leaseCtx) }()

@@ -681,7 +681,10 @@ func (h *harness) constraint(ctx context.Context, kind, name string, namespaces 
 		"metadata":   map[string]any{"name": name},
 		"spec":       spec,
 	}}
-	if err := h.c.Apply(ctx, 2*time.Minute, c); err != nil {
+	// Applying waits until the manager has counted what the constraint
+	// matches: in phase (r), 100,000 objects that predate it, which on a
+	// busy machine takes more than the two minutes enforcement may.
+	if err := h.c.Apply(ctx, h.cfg.quiesce, c); err != nil {
 		return err
 	}
 	return h.c.WaitEnforced(ctx, 2*time.Minute, c.GroupVersionKind(), name)

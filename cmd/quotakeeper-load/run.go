@@ -681,13 +681,13 @@ func (h *harness) constraint(ctx context.Context, kind, name string, namespaces 
 		"metadata":   map[string]any{"name": name},
 		"spec":       spec,
 	}}
-	// Applying waits until the manager has counted what the constraint
-	// matches: in phase (r), 100,000 objects that predate it, which on a
-	// busy machine takes more than the two minutes enforcement may.
-	if err := h.c.Apply(ctx, h.cfg.quiesce, c); err != nil {
+	if err := h.c.Apply(ctx, 2*time.Minute, c); err != nil {
 		return err
 	}
-	return h.c.WaitEnforced(ctx, 2*time.Minute, c.GroupVersionKind(), name)
+	// Enforced includes counted by the manager: in phase (r) 100,000
+	// objects that predate the constraint, which on a busy machine takes
+	// more than two minutes.
+	return h.c.WaitEnforced(ctx, h.cfg.quiesce, c.GroupVersionKind(), name)
 }
 
 // ready waits until a dry-run create in ns is admitted: the whole admission

@@ -404,12 +404,8 @@ const upgradeAnnotation = "node-e2e/upgraded"
 // with one more pod annotation: the Deployment rolls, its new pods carry
 // the annotation, and quota stays exact.
 func testHelmUpgradeWithAChangedValue(t *testing.T) {
-	root, err := checkout.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
 	old := podNames(livePods(t, localcluster.ChartNamespace, managerPods))
-	helm(t, "upgrade", "quotakeeper", filepath.Join(root, "charts", "quotakeeper"), "-n", localcluster.ChartNamespace,
+	helm(t, "upgrade", "quotakeeper", ourChart(t), "-n", localcluster.ChartNamespace,
 		"--reuse-values", "--set", "manager.podAnnotations."+upgradeAnnotation+"=day-one", "--wait", "--timeout", "5m")
 	status := helmOutput(t, "status", "quotakeeper", "-n", localcluster.ChartNamespace, "-o", "json")
 	for _, want := range []string{`"version":2`, `"status":"deployed"`} {
@@ -446,16 +442,12 @@ func testHelmUpgradeWithAChangedValue(t *testing.T) {
 // chart, values, release name and namespace, byte for byte, and checks
 // that every object of the manifest exists.
 func testInstalledIsWhatHelmTemplateRenders(t *testing.T) {
-	root, err := checkout.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	values := filepath.Join(dir, "values.yaml")
 	if err := os.WriteFile(values, []byte(helmOutput(t, "get", "values", "quotakeeper", "-n", localcluster.ChartNamespace, "-o", "yaml")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	chart := filepath.Join(root, "charts", "quotakeeper")
+	chart := ourChart(t)
 	// helm get manifest prints the stored manifest with Println: one
 	// newline more than helm template writes.
 	manifest, ok := strings.CutSuffix(helmOutput(t, "get", "manifest", "quotakeeper", "-n", localcluster.ChartNamespace), "\n")
@@ -610,6 +602,10 @@ func testHelmUninstallLeavesNothingStuck(t *testing.T) {
 			return bed.Clientset.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 		})
 	}
+	// Seconds after the uninstall, no cluster-wide RBAC of ours is left:
+	// nothing (kube-controller-manager's ClusterRole aggregation among
+	// them) wrote one back, so a reinstall owns every object it renders.
+	noClusterRBACOf(t, "quotakeeper")
 
 	// Then, as the docs go on: Gatekeeper, the CRDs, the namespaces.
 	helm(t, strings.Fields(uninstallDocs[1])[1:]...)
@@ -662,6 +658,44 @@ func noWebhooksOf(t *testing.T, prefix string) {
 	} else {
 		t.Logf("no webhook configuration named %s* left", prefix)
 	}
+}
+
+// noClusterRBACOf checks that no ClusterRole or ClusterRoleBinding whose
+// name starts with prefix is left.
+func noClusterRBACOf(t *testing.T, prefix string) {
+	t.Helper()
+	rbac := bed.Clientset.RbacV1()
+	roles, err := rbac.ClusterRoles().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindings, err := rbac.ClusterRoleBindings().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, r := range roles.Items {
+		if strings.HasPrefix(r.Name, prefix) {
+			left = append(left, fmt.Sprintf("ClusterRole %s (managed by %v)", r.Name, managers(r.ManagedFields)))
+		}
+	}
+	for _, b := range bindings.Items {
+		if strings.HasPrefix(b.Name, prefix) {
+			left = append(left, fmt.Sprintf("ClusterRoleBinding %s (managed by %v)", b.Name, managers(b.ManagedFields)))
+		}
+	}
+	if len(left) != 0 {
+		t.Fatalf("cluster RBAC left after helm uninstall: %v", left)
+	}
+	t.Logf("no ClusterRole or ClusterRoleBinding named %s* left", prefix)
+}
+
+func managers(fields []metav1.ManagedFieldsEntry) []string {
+	var out []string
+	for _, f := range fields {
+		out = append(out, f.Manager)
+	}
+	return out
 }
 
 // waitNamespaceGone deletes the namespace (with del, if any) and waits

@@ -22,6 +22,7 @@ import (
 //   - cgroup v1 (failCgroupV1: false; the kubelet refuses v1 by default
 //     since 1.35) with the cgroupfs driver, as runc is configured;
 //   - containerd's socket as its runtime;
+//   - the kube-dns Service as every pod's resolver (dns.go);
 //   - serving on the bridge's address only, where the apiserver reaches it
 //     (logs, exec), and accepting any caller there: the apiserver has no
 //     kubelet client certificate in envtest, and nothing but this host
@@ -35,6 +36,8 @@ func kubeletConfig(runtimeSocket, logsDir string, healthzPort int) *kubeletv1bet
 		FailCgroupV1:             ptr.To(false),
 		CgroupDriver:             "cgroupfs",
 		ContainerRuntimeEndpoint: "unix://" + runtimeSocket,
+		ClusterDNS:               []string{DNSServiceIP},
+		ClusterDomain:            ClusterDomain,
 		Address:                  BridgeAddress,
 		HealthzBindAddress:       "127.0.0.1",
 		HealthzPort:              ptr.To(int32(healthzPort)),

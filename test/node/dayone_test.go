@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -383,7 +384,62 @@ func testManagerPodsKilledAndRescheduled(t *testing.T) {
 		return fmt.Errorf("held by %v", l.Spec.HolderIdentity)
 	})
 	managerWebhookAnswers(t)
+	// Under stock Gatekeeper the provider is reached through the
+	// Service's ClusterIP: until kube-proxy routes it to a new pod, a
+	// quota check is "quota cannot decide" (connection refused: no
+	// endpoint), as it is in a cluster whose every manager pod went.
+	waitServiceRoutes(t, localcluster.ChartNamespace, "quotakeeper-webhook-service", pods)
 	decideExactly(t)
+}
+
+// waitServiceRoutes waits until the Service's EndpointSlices list exactly
+// the pods, ready, and kube-proxy's rules on this host translate the
+// Service to each pod's IP on each port.
+func waitServiceRoutes(t *testing.T, ns, service string, pods []corev1.Pod) {
+	t.Helper()
+	start := time.Now()
+	want := map[string]bool{}
+	for _, p := range pods {
+		want[p.Status.PodIP] = true
+	}
+	var targets []string
+	testenv.Eventually(t, time.Minute, fmt.Sprintf("Service %s/%s routed by kube-proxy to pods %v", ns, service, podNames(pods)), func() error {
+		list, err := bed.Clientset.DiscoveryV1().EndpointSlices(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + service})
+		if err != nil {
+			return err
+		}
+		ready := map[string]bool{}
+		targets = targets[:0]
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready == nil || !*e.Conditions.Ready {
+					continue
+				}
+				for _, addr := range e.Addresses {
+					ready[addr] = true
+					for _, port := range s.Ports {
+						if port.Port != nil {
+							targets = append(targets, fmt.Sprintf("%s:%d", addr, *port.Port))
+						}
+					}
+				}
+			}
+		}
+		if !maps.Equal(ready, want) {
+			return fmt.Errorf("ready endpoints %v, want %v", slices.Sorted(maps.Keys(ready)), slices.Sorted(maps.Keys(want)))
+		}
+		rules, err := exec.CommandContext(t.Context(), "iptables-save", "-t", "nat").Output()
+		if err != nil {
+			return fmt.Errorf("iptables-save: %w", err)
+		}
+		for _, target := range targets {
+			if !strings.Contains(string(rules), "--to-destination "+target) {
+				return fmt.Errorf("no kube-proxy rule to %s yet", target)
+			}
+		}
+		return nil
+	})
+	t.Logf("Service %s/%s: kube-proxy routes to %v, %s after the pods were Ready", ns, service, targets, time.Since(start).Round(10*time.Millisecond))
 }
 
 // testGatekeeperRolled restarts Gatekeeper's webhook Deployment as a

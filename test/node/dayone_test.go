@@ -439,7 +439,7 @@ func waitServiceRoutes(t *testing.T, ns, service string, pods []corev1.Pod) {
 		}
 		return nil
 	})
-	t.Logf("Service %s/%s: kube-proxy routes to %v, %s after the pods were Ready", ns, service, targets, time.Since(start).Round(10*time.Millisecond))
+	t.Logf("Service %s/%s: kube-proxy routes to %v (waited %s)", ns, service, targets, time.Since(start).Round(10*time.Millisecond))
 }
 
 // testGatekeeperRolled restarts Gatekeeper's webhook Deployment as a

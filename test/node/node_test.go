@@ -94,7 +94,7 @@ func runSuite(m *testing.M) int {
 		fmt.Printf("node bed: %v\nlogs in %s\n", err, dir)
 		return 1
 	}
-	fmt.Printf("node %s Ready %s after start; logs in %s; admin kubeconfig %s\n",
+	fmt.Printf("node %s Ready, kube-proxy and cluster DNS answering, %s after start; logs in %s; admin kubeconfig %s\n",
 		nodebed.NodeName, time.Since(start).Round(time.Second), dir, bed.Kubeconfig)
 	for image, ref := range bed.Images {
 		fmt.Printf("imported %s as %s\n", image, ref)

@@ -4,9 +4,10 @@
 // containerd with runc and the CNI bridge plugin, a kubelet, kube-proxy and
 // the cluster DNS (CoreDNS in a pod). Our images are imported into
 // containerd from their tarballs (make images) or OCI layouts (make
-// release), so pods run them without a registry. It is the foundation of make node-e2e (test/node):
-// what internal/localcluster fakes with local processes (a Deployment's pods,
-// Services in front of webhooks) happens here as in a cluster.
+// release), so pods run them without a registry. It is the foundation of
+// make node-e2e (test/node): what internal/localcluster fakes with local
+// processes (a Deployment's pods, Services in front of webhooks, a
+// Service's name) happens here as in a cluster.
 //
 // It is separate from localcluster because it needs root and changes the
 // host: an address on lo, a bridge, cgroups and a few sysctls the kubelet
@@ -79,8 +80,9 @@ type Bed struct {
 	sysctls    map[string]string
 }
 
-// Start brings the bed up and waits until the node is Ready. On error,
-// everything started is stopped.
+// Start brings the bed up and waits until the node is Ready and the
+// cluster DNS answers through kube-proxy. On error, everything started is
+// stopped.
 func Start(ctx context.Context, opts Options) (*Bed, error) {
 	b := &Bed{opts: opts, Images: map[string]string{}}
 	if err := b.start(ctx); err != nil {
@@ -137,9 +139,10 @@ func (b *Bed) start(ctx context.Context) error {
 }
 
 // Stop ends kube-proxy and the kubelet, removes every container it left,
-// stops containerd and the control plane, removes kube-proxy's iptables
-// rules, restores the sysctls the kubelet set, removes its cgroups,
-// unmounts what the node mounted under Dir and takes the network down.
+// stops containerd and the control plane, removes kube-proxy's and the
+// kubelet's iptables rules, restores the sysctls the kubelet and the bed
+// set, removes the kubelet's cgroups, unmounts what the node mounted under
+// Dir and takes the network down.
 func (b *Bed) Stop() {
 	for i := len(b.Processes) - 1; i >= 0; i-- {
 		p := b.Processes[i]
@@ -155,6 +158,7 @@ func (b *Bed) Stop() {
 		_ = b.env.Stop()
 	}
 	b.cleanUpKubeProxy()
+	removeKubeletChains()
 	restoreSysctls(b.sysctls)
 	removeKubeletCgroups()
 	unmountUnder(b.opts.Dir)

@@ -169,7 +169,7 @@ func (b *Bed) startDNS(ctx context.Context, image string) error {
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("cluster DNS at %s: %v; see %s: %w", DNSServiceIP, last, b.logPath("kube-proxy"), err)
+		return fmt.Errorf("cluster DNS at %s: %w; see %s: %w", DNSServiceIP, last, b.logPath("kube-proxy"), err)
 	}
 	return nil
 }

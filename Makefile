@@ -14,24 +14,30 @@ ETCD           := $(TESTBIN)/etcd-$(ETCD_VERSION)
 ASSETS := $(TESTBIN)/k8s-$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
 export KUBEBUILDER_ASSETS := $(ASSETS)
 
-# The real-node test bed (make node-e2e, test/node): kubelet and kube-scheduler
-# from the same Kubernetes module as kube-apiserver, containerd (with ctr and
-# its runc shim) and the CNI plugins from their own modules under hack/testbin,
-# runc from Debian, and a pause image of our own (hack/testbin/pause). The
-# test reads them from one directory per version set, as envtest reads
+# The real-node test bed (make node-e2e, test/node): kubelet, kube-proxy and
+# kube-scheduler from the same Kubernetes module as kube-apiserver, containerd
+# (with ctr and its runc shim), the CNI plugins and CoreDNS (the cluster DNS,
+# run as a pod) from their own modules under hack/testbin, runc and iptables
+# from Debian, and a pause image of our own (hack/testbin/pause). The test
+# reads them from one directory per version set, as envtest reads
 # KUBEBUILDER_ASSETS.
 NODEBIN := $(BIN)/node
 CONTAINERD_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/containerd/containerd/v2") print $$(i+1)}' hack/testbin/containerd/go.mod)
 CNI_PLUGINS_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/containernetworking/plugins") print $$(i+1)}' hack/testbin/cni-plugins/go.mod)
+COREDNS_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/coredns/coredns") print $$(i+1)}' hack/testbin/coredns/go.mod)
 KUBELET        := $(NODEBIN)/kubelet-$(KUBE_VERSION)
 KUBE_SCHEDULER := $(NODEBIN)/kube-scheduler-$(KUBE_VERSION)
+KUBE_PROXY     := $(NODEBIN)/kube-proxy-$(KUBE_VERSION)
 CONTAINERD     := $(NODEBIN)/containerd-$(CONTAINERD_VERSION)
 CNI_PLUGINS    := $(NODEBIN)/cni-plugins-$(CNI_PLUGINS_VERSION)
-NODE_ASSETS    := $(NODEBIN)/k8s-$(KUBE_VERSION)-containerd-$(CONTAINERD_VERSION)-cni-$(CNI_PLUGINS_VERSION)
-# Debian's runc (1.1.5 in bookworm), which containerd's shim runs, and
-# iproute2's ip, with which the bed makes its bridge and address.
+COREDNS        := $(NODEBIN)/coredns-$(COREDNS_VERSION)
+NODE_ASSETS    := $(NODEBIN)/k8s-$(KUBE_VERSION)-containerd-$(CONTAINERD_VERSION)-cni-$(CNI_PLUGINS_VERSION)-coredns-$(COREDNS_VERSION)
+# Debian's runc (1.1.5 in bookworm), which containerd's shim runs, iproute2's
+# ip, with which the bed makes its bridge and address, and iptables, which
+# kube-proxy programs the Services with.
 RUNC           := /usr/sbin/runc
 IPROUTE        := /bin/ip
+IPTABLES       := /usr/sbin/iptables
 
 # golangci-lint is built from its own module (hack/tools/golangci-lint), so its
 # dependencies never enter the main module's graph; the version is go.mod's.
@@ -131,6 +137,7 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	cd hack/testbin/etcd && go mod tidy -diff
 	cd hack/testbin/containerd && go mod tidy -diff
 	cd hack/testbin/cni-plugins && go mod tidy -diff
+	cd hack/testbin/coredns && go mod tidy -diff
 	go vet ./...
 	cd api && go vet ./...
 	cd hack/tools/images && go vet ./...
@@ -239,7 +246,7 @@ $(ASSETS)/etcd: $(ETCD)
 	@mkdir -p $(ASSETS)
 	ln -sf ../$(notdir $<) $@
 
-node-bin: $(NODE_ASSETS)/.complete ## Build what make node-e2e's node runs: kubelet, kube-scheduler, containerd, ctr, CNI plugins (cached in bin/node/); runc and iproute2 from Debian.
+node-bin: $(NODE_ASSETS)/.complete ## Build what make node-e2e's node runs: kubelet, kube-proxy, kube-scheduler, containerd, ctr, CNI plugins, CoreDNS (cached in bin/node/); runc, iproute2 and iptables from Debian.
 
 $(KUBELET):
 	@mkdir -p $(NODEBIN)
@@ -250,6 +257,18 @@ $(KUBE_SCHEDULER):
 	@mkdir -p $(NODEBIN)
 	@echo "building kube-scheduler $(KUBE_VERSION) from module sources"
 	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kube-scheduler
+
+$(KUBE_PROXY):
+	@mkdir -p $(NODEBIN)
+	@echo "building kube-proxy $(KUBE_VERSION) from module sources"
+	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kube-proxy
+
+# CoreDNS with only the plugins the bed's cluster DNS uses (hack/testbin/coredns),
+# static: the bed runs it as a pod, from an image the image tool wraps it in.
+$(COREDNS): $(wildcard hack/testbin/coredns/*.go) hack/testbin/coredns/go.mod hack/testbin/coredns/go.sum
+	@mkdir -p $(NODEBIN)
+	@echo "building CoreDNS $(COREDNS_VERSION) from module sources"
+	cd hack/testbin/coredns && $(STATIC) go build -trimpath -o $@ .
 
 # Static and without btrfs, as containerd's own release builds the shim:
 # the btrfs snapshotter needs cgo and btrfs headers, and the bed uses overlayfs.
@@ -281,12 +300,17 @@ $(RUNC):
 $(IPROUTE):
 	apt-get update -qq && apt-get install -y --no-install-recommends iproute2
 
+$(IPTABLES):
+	apt-get update -qq && apt-get install -y --no-install-recommends iptables
+
 # One directory of links, as KUBEBUILDER_ASSETS is for envtest: the test
 # finds every binary of the node there (QUOTAKEEPER_NODE_ASSETS).
-$(NODE_ASSETS)/.complete: $(KUBELET) $(KUBE_SCHEDULER) $(CONTAINERD) $(CNI_PLUGINS) $(NODEBIN)/pause $(RUNC) $(IPROUTE)
+$(NODE_ASSETS)/.complete: $(KUBELET) $(KUBE_SCHEDULER) $(KUBE_PROXY) $(CONTAINERD) $(CNI_PLUGINS) $(COREDNS) $(NODEBIN)/pause $(RUNC) $(IPROUTE) $(IPTABLES)
 	@mkdir -p $(NODE_ASSETS)
 	ln -sfn $(KUBELET) $(NODE_ASSETS)/kubelet
 	ln -sfn $(KUBE_SCHEDULER) $(NODE_ASSETS)/kube-scheduler
+	ln -sfn $(KUBE_PROXY) $(NODE_ASSETS)/kube-proxy
+	ln -sfn $(COREDNS) $(NODE_ASSETS)/coredns
 	for b in containerd containerd-shim-runc-v2 ctr; do ln -sfn $(CONTAINERD)/$$b $(NODE_ASSETS)/$$b; done
 	ln -sfn $(CNI_PLUGINS) $(NODE_ASSETS)/cni
 	ln -sfn $(RUNC) $(NODE_ASSETS)/runc
@@ -296,6 +320,11 @@ $(NODE_ASSETS)/.complete: $(KUBELET) $(KUBE_SCHEDULER) $(CONTAINERD) $(CNI_PLUGI
 # image tool wraps our pause binary as it wraps the servers (user 65532).
 $(NODEBIN)/images/quotakeeper-pause.tar: $(NODEBIN)/pause $(IMAGES_TOOL)
 	$(IMAGES_TOOL) build --name quotakeeper-pause --binary $< --version $(KUBE_VERSION) --source $(IMAGE_SOURCE) --out $(NODEBIN)/images
+
+# The cluster DNS's image (registry.k8s.io/coredns cannot be pulled either):
+# our CoreDNS build at /manager, run as 65532.
+$(NODEBIN)/images/quotakeeper-coredns.tar: $(COREDNS) $(IMAGES_TOOL)
+	$(IMAGES_TOOL) build --name quotakeeper-coredns --binary $< --version $(COREDNS_VERSION) --source https://github.com/coredns/coredns --out $(NODEBIN)/images
 
 GATEKEEPER_BIN := $(BIN)/gatekeeper
 
@@ -418,9 +447,25 @@ faults: testbin gatekeeper manager $(HELM) ## The fault suite only: kube-apiserv
 # image in a pod and checks what a cluster would (docs/operations.md#the-real-node-test-bed).
 # Not part of make test: it changes the host's network (a bridge, an address
 # on lo) and needs root.
-node-e2e: node-bin images $(NODEBIN)/images/quotakeeper-pause.tar ## A kubelet, containerd and our images on this machine, joined to a local control plane; runs test/node (root).
+# NODE_RELEASE: a release directory (make release; .ci/run passes
+# _output/release after make release-test): the node then imports the
+# release's linux images of this machine's architecture from its OCI layouts
+# and installs its chart package, instead of make images' tarballs and
+# charts/quotakeeper.
+NODE_RELEASE ?=
+NODE_INFRA_IMAGES := $(NODEBIN)/images/quotakeeper-pause.tar $(NODEBIN)/images/quotakeeper-coredns.tar $(NODEBIN)/images/gatekeeper-stock.tar
+node-e2e: node-bin $(if $(NODE_RELEASE),,images) $(NODE_INFRA_IMAGES) ## A kubelet, kube-proxy, CoreDNS, containerd and our images on this machine, joined to a local control plane; runs test/node in both admission modes (root; NODE_RELEASE=_output/release: the release's images and chart).
 	QUOTAKEEPER_NODE_ASSETS=$(NODE_ASSETS) QUOTAKEEPER_NODE_IMAGES=$(IMAGE_OUT) QUOTAKEEPER_NODE_PAUSE=$(NODEBIN)/images/quotakeeper-pause.tar \
-		go test -count=1 -timeout 20m -v ./test/node/
+		QUOTAKEEPER_NODE_COREDNS=$(NODEBIN)/images/quotakeeper-coredns.tar QUOTAKEEPER_NODE_GATEKEEPER_STOCK=$(NODEBIN)/images/gatekeeper-stock.tar \
+		QUOTAKEEPER_NODE_RELEASE=$(if $(NODE_RELEASE),$(abspath $(NODE_RELEASE))) \
+		go test -count=1 -timeout 30m -v ./test/node/
+
+# Stock Gatekeeper's image for the External Data mode: openpolicyagent/gatekeeper
+# cannot be pulled here, so the image tool wraps the stock build (make
+# gatekeeper-stock, the release's own module sources) as Gatekeeper's
+# Dockerfile lays its image out: /manager, user 65532.
+$(NODEBIN)/images/gatekeeper-stock.tar: $(GATEKEEPER_STOCK) $(IMAGES_TOOL)
+	$(IMAGES_TOOL) build --name gatekeeper-stock --binary $< --version $(GATEKEEPER_VERSION) --source https://github.com/open-policy-agent/gatekeeper --out $(NODEBIN)/images
 
 # The exactness harness (test/e2e/harness_test.go): randomized tenant and
 # platform actions of every kind that changes what an object counts (create,

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
+	"github.com/quotakeeper/quotakeeper/internal/dynwatch"
 	"github.com/quotakeeper/quotakeeper/internal/uninstall"
 )
 
@@ -31,6 +32,7 @@ func runUninstall(args []string) error {
 	fs.StringVar(&o.MutatingWebhookConfiguration, "mutating-webhook-configuration", "quotakeeper-mutating-webhook-configuration", "The manager's MutatingWebhookConfiguration.")
 	fs.StringVar(&o.WebhookSecret, "webhook-secret-name", "quotakeeper-webhook-server-cert", "The Secret the manager keeps the webhook certificate in.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "quotakeeper-manager.quota.miloapis.com", "The manager's leader-election Lease.")
+	fs.StringVar(&o.CountedKindsRole, "counted-kinds-role", dynwatch.CountedKindsRole, "The aggregated ClusterRole of the kinds the manager counts, deleted before Helm deletes the roles it aggregates; empty: kept.")
 	fs.DurationVar(&o.PodsGoneTimeout, "pods-gone-timeout", 2*time.Minute, "Longest wait for the manager's pods to end.")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(fs)

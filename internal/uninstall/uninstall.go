@@ -16,6 +16,15 @@
 //     namespace Terminating for good.
 //  5. The objects the manager wrote itself go: the webhook certificate's
 //     Secret, the leader-election Lease, the counted-policies ConfigMap.
+//  6. The aggregated ClusterRole of the kinds the manager counts goes
+//     before Helm deletes the ClusterRoles it aggregates. Helm deletes a
+//     release's ClusterRoles all at once; kube-controller-manager's
+//     aggregation controller, seeing one it aggregates go while the
+//     aggregate is still in its cache, writes the aggregate's new rules
+//     with a forced server-side apply, which creates it again when Helm's
+//     delete came first: a ClusterRole no release owns, on which the next
+//     helm install fails ("invalid ownership metadata"). Gone first, it is
+//     in no cache by then, and nothing writes it.
 //
 // The CRDs and the quota objects themselves stay (the chart keeps its CRDs:
 // deleting them would delete every grant), so a reinstall takes up where
@@ -34,6 +43,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,6 +73,9 @@ type Options struct {
 	WebhookSecret string
 	// LeaderElectionID is the manager's leader-election Lease.
 	LeaderElectionID string
+	// CountedKindsRole is the aggregated ClusterRole of the kinds the
+	// manager counts; empty, the step is left out.
+	CountedKindsRole string
 	// PodsGoneTimeout bounds the wait for the manager's pods to end.
 	PodsGoneTimeout time.Duration
 	Log             logr.Logger
@@ -96,6 +109,9 @@ func Run(ctx context.Context, c client.Client, o Options) error {
 		if err := deleteObject(ctx, c, obj, o.Log); err != nil {
 			return err
 		}
+	}
+	if o.CountedKindsRole != "" {
+		return deleteObject(ctx, c, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: o.CountedKindsRole}}, o.Log)
 	}
 	return nil
 }

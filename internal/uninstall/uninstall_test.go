@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,6 +24,7 @@ import (
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/bypass"
 	"github.com/quotakeeper/quotakeeper/internal/counted"
+	"github.com/quotakeeper/quotakeeper/internal/dynwatch"
 	"github.com/quotakeeper/quotakeeper/internal/localcluster"
 	"github.com/quotakeeper/quotakeeper/internal/uninstall"
 	"github.com/quotakeeper/quotakeeper/test/builders"
@@ -184,6 +186,16 @@ func TestUninstallRemovesFinalizersWebhooksAndLeftovers(t *testing.T) {
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: counted.ConfigMapName}},
 	}
 	create(t, leftovers...)
+	// The aggregated ClusterRole of the counted kinds, as the chart
+	// installs it: gone before Helm deletes what it aggregates.
+	countedKinds := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: dynwatch.CountedKindsRole},
+		AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{
+			{MatchLabels: map[string]string{"quota.miloapis.com/aggregate-to-manager": "true"}},
+		}},
+	}
+	create(t, countedKinds)
+	leftovers = append(leftovers, countedKinds)
 	grant := builders.Grant("team-a-cpu", "team-a").
 		Consumer(quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: "team-a"}).
 		Allowance("example.com/cpu", 10000).Obj()
@@ -196,6 +208,7 @@ func TestUninstallRemovesFinalizersWebhooksAndLeftovers(t *testing.T) {
 		MutatingWebhookConfiguration:   "quotakeeper-mutating-webhook-configuration",
 		WebhookSecret:                  "quotakeeper-webhook-server-cert",
 		LeaderElectionID:               "quotakeeper-manager.quota.miloapis.com",
+		CountedKindsRole:               dynwatch.CountedKindsRole,
 		PodsGoneTimeout:                2 * time.Second,
 		Log:                            logr.Discard(),
 	}
@@ -209,9 +222,9 @@ func TestUninstallRemovesFinalizersWebhooksAndLeftovers(t *testing.T) {
 	if exists(t, deployment.DeepCopy()) {
 		t.Error("the manager's Deployment is still there")
 	}
-	for _, obj := range webhookConfigurations() {
+	for _, obj := range append(webhookConfigurations(), countedKinds.DeepCopy()) {
 		if !exists(t, obj) {
-			t.Errorf("%T deleted while a manager pod runs", obj)
+			t.Errorf("%T %s deleted while a manager pod runs", obj, obj.GetName())
 		}
 	}
 	if got := getClaim(t, other); !slicesEqual(got.Finalizers, []string{quotav1alpha1.ClaimFinalizer}) {

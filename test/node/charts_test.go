@@ -60,11 +60,7 @@ func testChartsInstallAsDocumented(t *testing.T) {
 	}
 	helm(t, args...)
 
-	qkRepo, qkTag, _ := strings.Cut(imageOf(t, managerImage), ":")
-	helm(t, "install", "quotakeeper", filepath.Join(root, "charts", "quotakeeper"),
-		"-n", localcluster.ChartNamespace, "--create-namespace",
-		"--set", "manager.image.repository="+qkRepo, "--set", "manager.image.tag="+qkTag,
-		"--wait", "--timeout", "5m")
+	helm(t, append(installOurChart(t), "--wait", "--timeout", "5m")...)
 
 	// The restart docs/operations.md asks for, so that Gatekeeper reads
 	// the plugin's settings; here it also spares the crash loop's backoff.
@@ -108,6 +104,42 @@ func testChartsInstallAsDocumented(t *testing.T) {
 		t.Fatalf("a grant of an unregistered resource type: got %v, want the manager's webhook to deny it (%q)", err, want)
 	}
 	t.Logf("the manager's webhook denied a grant of an unregistered type: %v", err)
+}
+
+// ourChart is the chart the node installs: the release's package when
+// the node runs a release (releaseEnv), else charts/quotakeeper.
+func ourChart(t *testing.T) string {
+	t.Helper()
+	if release := os.Getenv(releaseEnv); release != "" {
+		packages, err := filepath.Glob(filepath.Join(release, "quotakeeper-*.tgz"))
+		if err != nil || len(packages) != 1 {
+			t.Fatalf("the release %s: want one chart package quotakeeper-*.tgz, got %v (%v)", release, packages, err)
+		}
+		return packages[0]
+	}
+	root, err := checkout.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "charts", "quotakeeper")
+}
+
+// installOurChart is the helm install of our chart as docs/operations.md#install
+// says, with the manager image the node imported: from a checkout the
+// repository and tag; from a release only the repository, since the
+// package's appVersion is the release's tag.
+func installOurChart(t *testing.T, sets ...string) []string {
+	t.Helper()
+	repo, tag, _ := strings.Cut(imageOf(t, managerImage), ":")
+	args := []string{"install", "quotakeeper", ourChart(t), "-n", localcluster.ChartNamespace, "--create-namespace",
+		"--set", "manager.image.repository=" + repo}
+	if os.Getenv(releaseEnv) == "" {
+		args = append(args, "--set", "manager.image.tag="+tag)
+	}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return args
 }
 
 // helm runs the helm CLI make builds against the bed, as the administrator.

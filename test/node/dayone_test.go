@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -383,7 +384,62 @@ func testManagerPodsKilledAndRescheduled(t *testing.T) {
 		return fmt.Errorf("held by %v", l.Spec.HolderIdentity)
 	})
 	managerWebhookAnswers(t)
+	// Under stock Gatekeeper the provider is reached through the
+	// Service's ClusterIP: until kube-proxy routes it to a new pod, a
+	// quota check is "quota cannot decide" (connection refused: no
+	// endpoint), as it is in a cluster whose every manager pod went.
+	waitServiceRoutes(t, localcluster.ChartNamespace, "quotakeeper-webhook-service", pods)
 	decideExactly(t)
+}
+
+// waitServiceRoutes waits until the Service's EndpointSlices list exactly
+// the pods, ready, and kube-proxy's rules on this host translate the
+// Service to each pod's IP on each port.
+func waitServiceRoutes(t *testing.T, ns, service string, pods []corev1.Pod) {
+	t.Helper()
+	start := time.Now()
+	want := map[string]bool{}
+	for _, p := range pods {
+		want[p.Status.PodIP] = true
+	}
+	var targets []string
+	testenv.Eventually(t, time.Minute, fmt.Sprintf("Service %s/%s routed by kube-proxy to pods %v", ns, service, podNames(pods)), func() error {
+		list, err := bed.Clientset.DiscoveryV1().EndpointSlices(ns).List(t.Context(), metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + service})
+		if err != nil {
+			return err
+		}
+		ready := map[string]bool{}
+		targets = targets[:0]
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready == nil || !*e.Conditions.Ready {
+					continue
+				}
+				for _, addr := range e.Addresses {
+					ready[addr] = true
+					for _, port := range s.Ports {
+						if port.Port != nil {
+							targets = append(targets, fmt.Sprintf("%s:%d", addr, *port.Port))
+						}
+					}
+				}
+			}
+		}
+		if !maps.Equal(ready, want) {
+			return fmt.Errorf("ready endpoints %v, want %v", slices.Sorted(maps.Keys(ready)), slices.Sorted(maps.Keys(want)))
+		}
+		rules, err := exec.CommandContext(t.Context(), "iptables-save", "-t", "nat").Output()
+		if err != nil {
+			return fmt.Errorf("iptables-save: %w", err)
+		}
+		for _, target := range targets {
+			if !strings.Contains(string(rules), "--to-destination "+target) {
+				return fmt.Errorf("no kube-proxy rule to %s yet", target)
+			}
+		}
+		return nil
+	})
+	t.Logf("Service %s/%s: kube-proxy routes to %v (waited %s)", ns, service, targets, time.Since(start).Round(10*time.Millisecond))
 }
 
 // testGatekeeperRolled restarts Gatekeeper's webhook Deployment as a
@@ -404,12 +460,8 @@ const upgradeAnnotation = "node-e2e/upgraded"
 // with one more pod annotation: the Deployment rolls, its new pods carry
 // the annotation, and quota stays exact.
 func testHelmUpgradeWithAChangedValue(t *testing.T) {
-	root, err := checkout.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
 	old := podNames(livePods(t, localcluster.ChartNamespace, managerPods))
-	helm(t, "upgrade", "quotakeeper", filepath.Join(root, "charts", "quotakeeper"), "-n", localcluster.ChartNamespace,
+	helm(t, "upgrade", "quotakeeper", ourChart(t), "-n", localcluster.ChartNamespace,
 		"--reuse-values", "--set", "manager.podAnnotations."+upgradeAnnotation+"=day-one", "--wait", "--timeout", "5m")
 	status := helmOutput(t, "status", "quotakeeper", "-n", localcluster.ChartNamespace, "-o", "json")
 	for _, want := range []string{`"version":2`, `"status":"deployed"`} {
@@ -446,16 +498,12 @@ func testHelmUpgradeWithAChangedValue(t *testing.T) {
 // chart, values, release name and namespace, byte for byte, and checks
 // that every object of the manifest exists.
 func testInstalledIsWhatHelmTemplateRenders(t *testing.T) {
-	root, err := checkout.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	values := filepath.Join(dir, "values.yaml")
 	if err := os.WriteFile(values, []byte(helmOutput(t, "get", "values", "quotakeeper", "-n", localcluster.ChartNamespace, "-o", "yaml")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	chart := filepath.Join(root, "charts", "quotakeeper")
+	chart := ourChart(t)
 	// helm get manifest prints the stored manifest with Println: one
 	// newline more than helm template writes.
 	manifest, ok := strings.CutSuffix(helmOutput(t, "get", "manifest", "quotakeeper", "-n", localcluster.ChartNamespace), "\n")
@@ -610,6 +658,10 @@ func testHelmUninstallLeavesNothingStuck(t *testing.T) {
 			return bed.Clientset.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 		})
 	}
+	// Seconds after the uninstall, no cluster-wide RBAC of ours is left:
+	// nothing (kube-controller-manager's ClusterRole aggregation among
+	// them) wrote one back, so a reinstall owns every object it renders.
+	noClusterRBACOf(t, "quotakeeper")
 
 	// Then, as the docs go on: Gatekeeper, the CRDs, the namespaces.
 	helm(t, strings.Fields(uninstallDocs[1])[1:]...)
@@ -662,6 +714,44 @@ func noWebhooksOf(t *testing.T, prefix string) {
 	} else {
 		t.Logf("no webhook configuration named %s* left", prefix)
 	}
+}
+
+// noClusterRBACOf checks that no ClusterRole or ClusterRoleBinding whose
+// name starts with prefix is left.
+func noClusterRBACOf(t *testing.T, prefix string) {
+	t.Helper()
+	rbac := bed.Clientset.RbacV1()
+	roles, err := rbac.ClusterRoles().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindings, err := rbac.ClusterRoleBindings().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, r := range roles.Items {
+		if strings.HasPrefix(r.Name, prefix) {
+			left = append(left, fmt.Sprintf("ClusterRole %s (managed by %v)", r.Name, managers(r.ManagedFields)))
+		}
+	}
+	for _, b := range bindings.Items {
+		if strings.HasPrefix(b.Name, prefix) {
+			left = append(left, fmt.Sprintf("ClusterRoleBinding %s (managed by %v)", b.Name, managers(b.ManagedFields)))
+		}
+	}
+	if len(left) != 0 {
+		t.Fatalf("cluster RBAC left after helm uninstall: %v", left)
+	}
+	t.Logf("no ClusterRole or ClusterRoleBinding named %s* left", prefix)
+}
+
+func managers(fields []metav1.ManagedFieldsEntry) []string {
+	var out []string
+	for _, f := range fields {
+		out = append(out, f.Manager)
+	}
+	return out
 }
 
 // waitNamespaceGone deletes the namespace (with del, if any) and waits

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,16 +24,31 @@ import (
 
 // The environment make node-e2e passes.
 const (
-	assetsEnv = "QUOTAKEEPER_NODE_ASSETS" // make node-bin's directory of binaries
-	imagesEnv = "QUOTAKEEPER_NODE_IMAGES" // make images' _output/images
-	pauseEnv  = "QUOTAKEEPER_NODE_PAUSE"  // the sandbox image's tarball
+	assetsEnv    = "QUOTAKEEPER_NODE_ASSETS"           // make node-bin's directory of binaries
+	imagesEnv    = "QUOTAKEEPER_NODE_IMAGES"           // make images' _output/images
+	pauseEnv     = "QUOTAKEEPER_NODE_PAUSE"            // the sandbox image's tarball
+	dnsEnv       = "QUOTAKEEPER_NODE_COREDNS"          // the cluster DNS's image tarball
+	stockEnv     = "QUOTAKEEPER_NODE_GATEKEEPER_STOCK" // stock Gatekeeper's image tarball
+	releaseEnv   = "QUOTAKEEPER_NODE_RELEASE"          // optional: make release's _output/release
+	stockRelease = "v3.23.1"                           // the Gatekeeper release of stockEnv's image
 )
 
-// Our images, as make images names their tarballs.
+// Our images, as make images names their tarballs and make release its
+// layouts.
 const (
 	managerImage    = "quotakeeper-manager"
 	gatekeeperImage = "gatekeeper-quotakeeper"
 )
+
+// imageSource is where the node imports our image name from: the
+// release's OCI layout (make release) when releaseEnv is set, else make
+// images' tarball.
+func imageSource(name string) string {
+	if release := os.Getenv(releaseEnv); release != "" {
+		return filepath.Join(release, "images", name)
+	}
+	return filepath.Join(os.Getenv(imagesEnv), name+".tar")
+}
 
 // nonroot is the user our images run as (hack/tools/images).
 const nonroot = 65532
@@ -63,16 +79,13 @@ func runSuite(m *testing.M) int {
 		fmt.Println(err)
 		return 1
 	}
-	images := os.Getenv(imagesEnv)
 	opts := nodebed.Options{
 		Dir:     dir,
 		Testbin: testbin,
 		Assets:  assets,
 		Pause:   os.Getenv(pauseEnv),
-		Images: []string{
-			filepath.Join(images, managerImage+".tar"),
-			filepath.Join(images, gatekeeperImage+".tar"),
-		},
+		DNS:     os.Getenv(dnsEnv),
+		Images:  []string{imageSource(managerImage), imageSource(gatekeeperImage), os.Getenv(stockEnv)},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -81,11 +94,13 @@ func runSuite(m *testing.M) int {
 		fmt.Printf("node bed: %v\nlogs in %s\n", err, dir)
 		return 1
 	}
-	fmt.Printf("node %s Ready %s after start; logs in %s; admin kubeconfig %s\n",
+	fmt.Printf("node %s Ready, kube-proxy and cluster DNS answering, %s after start; logs in %s; admin kubeconfig %s\n",
 		nodebed.NodeName, time.Since(start).Round(time.Second), dir, bed.Kubeconfig)
-	for tarball, ref := range bed.Images {
-		fmt.Printf("imported %s as %s\n", filepath.Base(tarball), ref)
+	for image, ref := range bed.Images {
+		fmt.Printf("imported %s as %s\n", image, ref)
 	}
+	fmt.Printf("kube-proxy programs the Services; %s.default.svc.%s resolves to %s through kube-dns at %s\n",
+		"kubernetes", nodebed.ClusterDomain, nodebed.APIServerAddress, nodebed.DNSServiceIP)
 	code := m.Run()
 	bed.Stop()
 	if code == 0 {
@@ -96,12 +111,22 @@ func runSuite(m *testing.M) int {
 	return code
 }
 
-// imageOf is the reference our tarball's image was imported as.
+// imageOf is the reference our image name was imported as.
 func imageOf(t *testing.T, name string) string {
 	t.Helper()
-	ref, ok := bed.Images[filepath.Join(os.Getenv(imagesEnv), name+".tar")]
+	ref, ok := bed.Images[imageSource(name)]
 	if !ok {
 		t.Fatalf("image %s was not imported", name)
+	}
+	return ref
+}
+
+// stockImage is the reference stock Gatekeeper's image was imported as.
+func stockImage(t *testing.T) string {
+	t.Helper()
+	ref, ok := bed.Images[os.Getenv(stockEnv)]
+	if !ok {
+		t.Fatalf("stock Gatekeeper's image %s was not imported", os.Getenv(stockEnv))
 	}
 	return ref
 }
@@ -119,6 +144,13 @@ func imageOf(t *testing.T, name string) string {
 // changed value; the release's objects byte for byte what helm template
 // renders; and helm uninstall, as documented, leaving no webhook,
 // finalizer, CRD or namespace behind.
+//
+// Then the other admission mode on the cluster that uninstall left: stock
+// Gatekeeper's chart and image and ours with admission=externalData, as
+// docs/operations.md#stock-gatekeeper-external-data installs them; stock
+// Gatekeeper's pods call the manager's provider by its Service's DNS name
+// (cluster DNS, kube-proxy), and decide the same round exactly, before and
+// after every manager pod is killed.
 func TestRealNode(t *testing.T) {
 	for _, step := range []struct {
 		name string
@@ -132,6 +164,9 @@ func TestRealNode(t *testing.T) {
 		{"helm upgrade with a changed value", testHelmUpgradeWithAChangedValue},
 		{"the release is what helm template renders", testInstalledIsWhatHelmTemplateRenders},
 		{"helm uninstall leaves nothing stuck", testHelmUninstallLeavesNothingStuck},
+		{"stock Gatekeeper and the External Data mode install as documented", testStockChartsInstallAsDocumented},
+		{"stock Gatekeeper's pods decide quota exactly through the provider", testAdmissionThroughThePods},
+		{"the manager's pods killed and rescheduled under stock Gatekeeper", testManagerPodsKilledAndRescheduled},
 	} {
 		start := time.Now()
 		ok := t.Run(step.name, step.run)
@@ -185,8 +220,10 @@ func testManagerImageRunsAsNonrootWithAPodIP(t *testing.T) {
 	if err != nil {
 		t.Fatalf("logs through the apiserver: %v", err)
 	}
-	if len(logs) == 0 {
-		t.Error("the manager's --version printed nothing")
+	// The binary the image holds was built for the image's version (make
+	// images and make release stamp both with one VERSION).
+	if _, tag, _ := strings.Cut(pod.Spec.Containers[0].Image, ":"); !strings.Contains(string(logs), tag) {
+		t.Errorf("the manager's --version printed %q, not the image's tag %s", logs, tag)
 	}
 	t.Logf("its output, read from the kubelet through the apiserver: %s", logs)
 }

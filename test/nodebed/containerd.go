@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -141,7 +143,13 @@ func (c *containerd) waitSocket(ctx context.Context, timeout time.Duration) erro
 
 // ctr runs containerd's CLI against this containerd, in the CRI's namespace.
 func (c *containerd) ctr(ctx context.Context, args ...string) (string, error) {
+	return c.ctrWithInput(ctx, nil, args...)
+}
+
+// ctrWithInput runs ctr with stdin read from in.
+func (c *containerd) ctrWithInput(ctx context.Context, in io.Reader, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.assets, "ctr"), append([]string{"--address", c.socket, "--namespace", k8sNamespace}, args...)...)
+	cmd.Stdin = in
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
@@ -149,22 +157,88 @@ func (c *containerd) ctr(ctx context.Context, args ...string) (string, error) {
 	return string(out), nil
 }
 
-// importImage imports a docker-archive tarball (its image tagged ref) into the CRI's namespace,
-// where the kubelet finds its image without pulling, and pins it so that
-// the kubelet's image garbage collection never removes it.
-func (c *containerd) importImage(ctx context.Context, tarball, ref string) error {
-	if _, err := c.ctr(ctx, "images", "import", tarball); err != nil {
+// importImage imports an image (its image tagged ref) into the CRI's
+// namespace, where the kubelet finds it without pulling, and pins it so
+// that the kubelet's image garbage collection never removes it. A tarball
+// is a docker-archive; a directory is an OCI image layout, streamed to ctr
+// as the OCI archive it is the tree of, with the repository of ref (an OCI
+// layout names only the tag) and this machine's platform (a release's
+// layout holds an index of linux/amd64 and linux/arm64).
+func (c *containerd) importImage(ctx context.Context, image, ref string) error {
+	if info, err := os.Stat(image); err != nil {
+		return err
+	} else if info.IsDir() {
+		named, err := reference.ParseNormalizedNamed(ref)
+		if err != nil {
+			return err
+		}
+		r, w := io.Pipe()
+		go func() { w.CloseWithError(tarTree(w, image)) }()
+		_, err = c.ctrWithInput(ctx, r, "images", "import", "--base-name", named.Name(), "--platform", "linux/"+runtime.GOARCH, "-")
+		r.Close()
+		if err != nil {
+			return err
+		}
+	} else if _, err := c.ctr(ctx, "images", "import", image); err != nil {
 		return err
 	}
 	_, err := c.ctr(ctx, "images", "label", ref, "io.cri-containerd.pinned=pinned")
 	return err
 }
 
-// imageReference is the reference the image of a docker-archive tarball is
-// tagged with (its manifest.json's RepoTags), fully qualified as containerd
-// stores it: quotakeeper-manager:v1 is docker.io/library/quotakeeper-manager:v1.
-func imageReference(tarball string) (string, error) {
-	f, err := os.Open(tarball)
+// tarTree writes the files under dir as a tar stream, paths relative to dir.
+func tarTree(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		h, err := tar.FileInfoHeader(info, "")
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		if d.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// imageReference is the reference an image is tagged with, fully
+// qualified as containerd stores it (quotakeeper-manager:v1 is
+// docker.io/library/quotakeeper-manager:v1): a docker-archive tarball's
+// manifest.json RepoTags, or for an OCI image layout (a directory) its
+// name and the tag its index gives (org.opencontainers.image.ref.name).
+func imageReference(image string) (string, error) {
+	if info, err := os.Stat(image); err == nil && info.IsDir() {
+		return layoutReference(image)
+	}
+	f, err := os.Open(image)
 	if err != nil {
 		return "", err
 	}
@@ -173,27 +247,54 @@ func imageReference(tarball string) (string, error) {
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return "", fmt.Errorf("%s: no manifest.json (not a docker-archive tarball)", tarball)
+			return "", fmt.Errorf("%s: no manifest.json (not a docker-archive tarball)", image)
 		}
 		if err != nil {
-			return "", fmt.Errorf("%s: %w", tarball, err)
+			return "", fmt.Errorf("%s: %w", image, err)
 		}
 		if h.Name != "manifest.json" {
 			continue
 		}
 		var manifest []struct{ RepoTags []string }
 		if err := json.NewDecoder(tr).Decode(&manifest); err != nil {
-			return "", fmt.Errorf("%s: manifest.json: %w", tarball, err)
+			return "", fmt.Errorf("%s: manifest.json: %w", image, err)
 		}
 		if len(manifest) != 1 || len(manifest[0].RepoTags) != 1 {
-			return "", fmt.Errorf("%s: want one image with one tag, got %+v", tarball, manifest)
+			return "", fmt.Errorf("%s: want one image with one tag, got %+v", image, manifest)
 		}
-		named, err := reference.ParseNormalizedNamed(manifest[0].RepoTags[0])
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", tarball, err)
-		}
-		return named.String(), nil
+		return normalized(image, manifest[0].RepoTags[0])
 	}
+}
+
+// layoutReference is an OCI image layout's reference: the directory's name
+// (make release's images/<name>/) tagged with its one entry's ref.name.
+func layoutReference(dir string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "index.json"))
+	if err != nil {
+		return "", err
+	}
+	var index struct {
+		Manifests []struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"manifests"`
+	}
+	if err := json.Unmarshal(data, &index); err != nil {
+		return "", fmt.Errorf("%s: index.json: %w", dir, err)
+	}
+	if len(index.Manifests) != 1 || index.Manifests[0].Annotations[refNameAnnotation] == "" {
+		return "", fmt.Errorf("%s: want one entry tagged with %s in index.json", dir, refNameAnnotation)
+	}
+	return normalized(dir, filepath.Base(dir)+":"+index.Manifests[0].Annotations[refNameAnnotation])
+}
+
+const refNameAnnotation = "org.opencontainers.image.ref.name"
+
+func normalized(image, ref string) (string, error) {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", image, err)
+	}
+	return named.String(), nil
 }
 
 // removeContainers force-deletes every container runc still runs for this

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -22,6 +23,7 @@ import (
 //   - cgroup v1 (failCgroupV1: false; the kubelet refuses v1 by default
 //     since 1.35) with the cgroupfs driver, as runc is configured;
 //   - containerd's socket as its runtime;
+//   - the kube-dns Service as every pod's resolver (dns.go);
 //   - serving on the bridge's address only, where the apiserver reaches it
 //     (logs, exec), and accepting any caller there: the apiserver has no
 //     kubelet client certificate in envtest, and nothing but this host
@@ -35,6 +37,8 @@ func kubeletConfig(runtimeSocket, logsDir string, healthzPort int) *kubeletv1bet
 		FailCgroupV1:             ptr.To(false),
 		CgroupDriver:             "cgroupfs",
 		ContainerRuntimeEndpoint: "unix://" + runtimeSocket,
+		ClusterDNS:               []string{DNSServiceIP},
+		ClusterDomain:            ClusterDomain,
 		Address:                  BridgeAddress,
 		HealthzBindAddress:       "127.0.0.1",
 		HealthzPort:              ptr.To(int32(healthzPort)),
@@ -123,5 +127,33 @@ func readSysctls() (map[string]string, error) {
 func restoreSysctls(values map[string]string) {
 	for name, v := range values {
 		_ = os.WriteFile(filepath.Join("/proc/sys", name), []byte(v), 0o644)
+	}
+}
+
+// kubeletChains are the iptables chains the kubelet makes on the host at
+// start (its canaries, the hint of which iptables backend it used, and
+// KUBE-FIREWALL, which drops packets to 127.0.0.0/8 from other sources)
+// and never removes; the jumps to KUBE-FIREWALL come from INPUT and OUTPUT.
+var kubeletChains = []struct{ table, chain string }{
+	{"filter", "KUBE-FIREWALL"}, {"filter", "KUBE-KUBELET-CANARY"},
+	{"nat", "KUBE-KUBELET-CANARY"},
+	{"mangle", "KUBE-KUBELET-CANARY"}, {"mangle", "KUBE-IPTABLES-HINT"},
+}
+
+// removeKubeletChains removes the kubelet's iptables chains and the rules
+// that jump to them, so a stopped bed leaves no rule of the kubelet's.
+func removeKubeletChains() {
+	for _, from := range []string{"INPUT", "OUTPUT"} {
+		// Each run deletes one jump; a killed bed's next kubelet may
+		// have added another.
+		for range 10 {
+			if exec.Command("iptables", "-t", "filter", "-D", from, "-j", "KUBE-FIREWALL").Run() != nil {
+				break
+			}
+		}
+	}
+	for _, c := range kubeletChains {
+		_ = exec.Command("iptables", "-t", c.table, "-F", c.chain).Run()
+		_ = exec.Command("iptables", "-t", c.table, "-X", c.chain).Run()
 	}
 }

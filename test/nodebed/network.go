@@ -9,22 +9,27 @@ import (
 	"strings"
 )
 
-// The bed's network has no kube-proxy. Pods reach the apiserver as in a
-// cluster, through the kubernetes Service: KUBERNETES_SERVICE_HOST is the
-// Service's ClusterIP (the first address of ServiceCIDR) and the port 443.
-// The apiserver itself listens on exactly that address and port, which the
-// bed puts on lo, so a pod's packets to the ClusterIP leave through its
-// default route (the bridge) and are delivered to the host, with no NAT. Its
-// serving certificate names the address (envtest adds the listen address),
-// so client-go's in-cluster configuration verifies it against the CA that
-// kube-root-ca.crt publishes.
+// Pods reach the apiserver as in a cluster, through the kubernetes Service:
+// KUBERNETES_SERVICE_HOST is the Service's ClusterIP (the first address of
+// ServiceCIDR) and the port 443. The apiserver itself listens on exactly
+// that address and port, which the bed puts on lo: its serving certificate
+// names the address (envtest adds the listen address), so client-go's
+// in-cluster configuration verifies it against the CA that kube-root-ca.crt
+// publishes. kube-proxy (proxy.go) programs that Service too (its endpoint
+// is the apiserver's advertised address, the same 10.96.0.1:443), so a
+// pod's packets are translated to where they were going anyway; the address
+// on lo stays because the certificate needs it, and it is what lets the
+// control plane start before kube-proxy.
+//
+// Every other Service's ClusterIP is kube-proxy's: a pod's packets to it
+// leave through its default route (the bridge), are translated in the
+// host's PREROUTING to an endpoint's pod IP and routed back to the bridge;
+// replies between two pods of the bridge pass the host's iptables
+// (bridge-nf-call-iptables), so they are translated back.
 //
 // The apiserver reaches pods directly: it calls webhook Services through
 // their endpoints (--enable-aggregator-routing), on the pod IPs of the
 // bridge's /24, which the host routes to the bridge.
-//
-// What needs kube-proxy is not here: a pod calling another Service's
-// ClusterIP (Gatekeeper's External Data call to the manager's provider).
 const (
 	// ServiceCIDR is the apiserver's --service-cluster-ip-range.
 	ServiceCIDR = "10.96.0.0/24"

@@ -1,11 +1,13 @@
 // Package nodebed joins a real Kubernetes node to a control plane on this
 // machine: etcd and kube-apiserver (envtest, from bin/testbin), the
 // controller manager with its default controllers and kube-scheduler, then
-// containerd with runc and the CNI bridge plugin, and a kubelet. Our images
-// are imported into containerd from their tarballs (make images), so pods run
-// them without a registry. It is the foundation of make node-e2e (test/node):
-// what internal/localcluster fakes with local processes (a Deployment's pods,
-// Services in front of webhooks) happens here as in a cluster.
+// containerd with runc and the CNI bridge plugin, a kubelet, kube-proxy and
+// the cluster DNS (CoreDNS in a pod). Our images are imported into
+// containerd from their tarballs (make images) or OCI layouts (make
+// release), so pods run them without a registry. It is the foundation of
+// make node-e2e (test/node): what internal/localcluster fakes with local
+// processes (a Deployment's pods, Services in front of webhooks, a
+// Service's name) happens here as in a cluster.
 //
 // It is separate from localcluster because it needs root and changes the
 // host: an address on lo, a bridge, cgroups and a few sysctls the kubelet
@@ -47,8 +49,12 @@ type Options struct {
 	Assets string
 	// Pause is the tarball of the sandbox image.
 	Pause string
-	// Images are tarballs (docker-archive, as make images writes them) to
-	// import into containerd before the kubelet starts.
+	// DNS is the tarball of the cluster DNS's image (CoreDNS).
+	DNS string
+	// Images are images to import into containerd before the kubelet
+	// starts: tarballs (docker-archive, as make images writes them) or OCI
+	// image layouts (directories, as make release writes them; their
+	// linux image of this machine's architecture is imported).
 	Images []string
 }
 
@@ -60,9 +66,9 @@ type Bed struct {
 	Clientset kubernetes.Interface
 	// Kubeconfig is the administrator's kubeconfig file, for kubectl.
 	Kubeconfig string
-	// Images maps each imported tarball to the reference its image is
-	// tagged with (docker.io/library/quotakeeper-manager:v0.1.0): what a
-	// pod names, and what the kubelet finds without pulling.
+	// Images maps each imported tarball or layout to the reference its
+	// image is tagged with (docker.io/library/quotakeeper-manager:v0.1.0):
+	// what a pod names, and what the kubelet finds without pulling.
 	Images map[string]string
 	// Processes are the node's and the controllers' processes, in the
 	// order they started.
@@ -74,8 +80,9 @@ type Bed struct {
 	sysctls    map[string]string
 }
 
-// Start brings the bed up and waits until the node is Ready. On error,
-// everything started is stopped.
+// Start brings the bed up and waits until the node is Ready and the
+// cluster DNS answers through kube-proxy. On error, everything started is
+// stopped.
 func Start(ctx context.Context, opts Options) (*Bed, error) {
 	b := &Bed{opts: opts, Images: map[string]string{}}
 	if err := b.start(ctx); err != nil {
@@ -95,20 +102,20 @@ func (b *Bed) start(ctx context.Context) error {
 	if err := b.startControllers(ctx); err != nil {
 		return err
 	}
-	for _, tarball := range append([]string{b.opts.Pause}, b.opts.Images...) {
-		ref, err := imageReference(tarball)
+	for _, image := range append([]string{b.opts.Pause, b.opts.DNS}, b.opts.Images...) {
+		ref, err := imageReference(image)
 		if err != nil {
 			return err
 		}
-		b.Images[tarball] = ref
+		b.Images[image] = ref
 	}
 	var err error
 	if b.containerd, err = startContainerd(ctx, b.opts, b.Images[b.opts.Pause]); err != nil {
 		return err
 	}
 	b.Processes = append(b.Processes, b.containerd.process)
-	for tarball, ref := range b.Images {
-		if err := b.containerd.importImage(ctx, tarball, ref); err != nil {
+	for image, ref := range b.Images {
+		if err := b.containerd.importImage(ctx, image, ref); err != nil {
 			return err
 		}
 	}
@@ -120,13 +127,22 @@ func (b *Bed) start(ctx context.Context) error {
 		return err
 	}
 	b.Processes = append(b.Processes, kubelet)
-	return b.waitNodeReady(ctx, 3*time.Minute)
+	if err := b.waitNodeReady(ctx, 3*time.Minute); err != nil {
+		return err
+	}
+	proxy, err := b.startKubeProxy(ctx)
+	if err != nil {
+		return err
+	}
+	b.Processes = append(b.Processes, proxy)
+	return b.startDNS(ctx, b.Images[b.opts.DNS])
 }
 
-// Stop ends the kubelet, removes every container it left, stops containerd
-// and the control plane, restores the sysctls the kubelet set, removes its
-// cgroups, unmounts what the node mounted under Dir and takes the network
-// down.
+// Stop ends kube-proxy and the kubelet, removes every container it left,
+// stops containerd and the control plane, removes kube-proxy's and the
+// kubelet's iptables rules, restores the sysctls the kubelet and the bed
+// set, removes the kubelet's cgroups, unmounts what the node mounted under
+// Dir and takes the network down.
 func (b *Bed) Stop() {
 	for i := len(b.Processes) - 1; i >= 0; i-- {
 		p := b.Processes[i]
@@ -141,6 +157,8 @@ func (b *Bed) Stop() {
 	if b.env != nil {
 		_ = b.env.Stop()
 	}
+	b.cleanUpKubeProxy()
+	removeKubeletChains()
 	restoreSysctls(b.sysctls)
 	removeKubeletCgroups()
 	unmountUnder(b.opts.Dir)

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
-	"github.com/quotakeeper/quotakeeper/internal/checkout"
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
 	"github.com/quotakeeper/quotakeeper/internal/ledgerconv"
 	"github.com/quotakeeper/quotakeeper/internal/localcluster"
@@ -571,21 +570,7 @@ const (
 // them, then gone, and the charts' namespaces deleted.
 func testHelmUninstallLeavesNothingStuck(t *testing.T) {
 	ctx := t.Context()
-	root, err := checkout.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(docs), "\n### Uninstalling\n")
-	section, _, _ = strings.Cut(section, "\n### ")
-	for _, cmd := range uninstallDocs {
-		if !strings.Contains(section, cmd) {
-			t.Fatalf("docs/operations.md#uninstalling no longer says %q, which this test runs", cmd)
-		}
-	}
+	requireDocsSay(t, "Uninstalling", uninstallDocs)
 
 	// A granted claim: the manager's mutating webhook gave it the finalizer
 	// the claim controller removes once it has returned the amount.

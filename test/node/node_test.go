@@ -228,6 +228,28 @@ func testManagerImageRunsAsNonrootWithAPodIP(t *testing.T) {
 	t.Logf("its output, read from the kubelet through the apiserver: %s", logs)
 }
 
+// requireDocsSay fails the test unless docs/operations.md's section under
+// "### <heading>" still holds each of cmds: the commands the test runs are
+// the ones the docs tell users to run.
+func requireDocsSay(t *testing.T, heading string, cmds []string) {
+	t.Helper()
+	root, err := checkout.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(docs), "\n### "+heading+"\n")
+	section, _, _ = strings.Cut(section, "\n### ")
+	for _, cmd := range cmds {
+		if !strings.Contains(section, cmd) {
+			t.Fatalf("docs/operations.md, section %q, no longer says %q, which this test runs", heading, cmd)
+		}
+	}
+}
+
 func createNamespace(t *testing.T, name string) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}

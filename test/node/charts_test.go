@@ -39,26 +39,10 @@ var gatekeeperUnpullable = []string{
 // fails closed, admits a namespace with a consumer label, and the
 // manager's denies a grant of an unregistered resource type.
 func testChartsInstallAsDocumented(t *testing.T) {
-	root, err := checkout.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gatekeeperChart, err := localcluster.GatekeeperChartDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Gatekeeper first, without waiting: built with the plugin, it exits
 	// until quotakeeper's CRDs exist ("grant informer: no matches for kind
 	// ResourceGrant"), which the second chart installs.
-	gkRepo, gkTag, _ := strings.Cut(imageOf(t, gatekeeperImage), ":")
-	args := []string{"install", "gatekeeper", gatekeeperChart,
-		"-n", localcluster.GatekeeperNamespace, "--create-namespace",
-		"-f", filepath.Join(root, "config", "gatekeeper", "values.yaml"),
-		"--set", "image.repository=" + gkRepo, "--set", "image.release=" + gkTag}
-	for _, v := range gatekeeperUnpullable {
-		args = append(args, "--set", v)
-	}
-	helm(t, args...)
+	installGatekeeperChart(t, "values.yaml", imageOf(t, gatekeeperImage))
 
 	helm(t, append(installOurChart(t), "--wait", "--timeout", "5m")...)
 
@@ -104,6 +88,30 @@ func testChartsInstallAsDocumented(t *testing.T) {
 		t.Fatalf("a grant of an unregistered resource type: got %v, want the manager's webhook to deny it (%q)", err, want)
 	}
 	t.Logf("the manager's webhook denied a grant of an unregistered type: %v", err)
+}
+
+// installGatekeeperChart installs Gatekeeper's chart as docs/operations.md
+// says, with config/gatekeeper/<values> and image (repository:tag), without
+// waiting: Gatekeeper with the plugin exits until quotakeeper's CRDs exist.
+func installGatekeeperChart(t *testing.T, values, image string) {
+	t.Helper()
+	root, err := checkout.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	chart, err := localcluster.GatekeeperChartDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, tag, _ := strings.Cut(image, ":")
+	args := []string{"install", "gatekeeper", chart,
+		"-n", localcluster.GatekeeperNamespace, "--create-namespace",
+		"-f", filepath.Join(root, "config", "gatekeeper", values),
+		"--set", "image.repository=" + repo, "--set", "image.release=" + tag}
+	for _, v := range gatekeeperUnpullable {
+		args = append(args, "--set", v)
+	}
+	helm(t, args...)
 }
 
 // ourChart is the chart the node installs: the release's package when

@@ -3,7 +3,6 @@ package node
 import (
 	"encoding/base64"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/quotakeeper/quotakeeper/internal/checkout"
 	"github.com/quotakeeper/quotakeeper/internal/localcluster"
 	"github.com/quotakeeper/quotakeeper/test/testenv"
 )
@@ -40,29 +38,14 @@ var providerGVK = schema.GroupVersionKind{Group: "externaldata.gatekeeper.sh", V
 // wrote.
 func testStockChartsInstallAsDocumented(t *testing.T) {
 	requireDocsSay(t, "Stock Gatekeeper (External Data)", stockDocs)
-	root, err := checkout.Root()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gatekeeperChart, err := localcluster.GatekeeperChartDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// No image of ours in Gatekeeper's release: stock Gatekeeper's image
 	// (openpolicyagent/gatekeeper:v3.23.1 in a cluster; here the same
 	// release built from its module, imported under its own name).
-	repo, tag, _ := strings.Cut(stockImage(t), ":")
-	if tag != stockRelease {
+	image := stockImage(t)
+	if _, tag, _ := strings.Cut(image, ":"); tag != stockRelease {
 		t.Fatalf("stock Gatekeeper's image is tagged %s, want the release %s", tag, stockRelease)
 	}
-	args := []string{"install", "gatekeeper", gatekeeperChart,
-		"-n", localcluster.GatekeeperNamespace, "--create-namespace",
-		"-f", filepath.Join(root, "config", "gatekeeper", "values-external-data.yaml"),
-		"--set", "image.repository=" + repo, "--set", "image.release=" + tag}
-	for _, v := range gatekeeperUnpullable {
-		args = append(args, "--set", v)
-	}
-	helm(t, args...)
+	installGatekeeperChart(t, "values-external-data.yaml", image)
 	helm(t, append(installOurChart(t, "admission=externalData"), "--wait", "--timeout", "5m")...)
 	// Stock Gatekeeper starts without quotakeeper (no plugin): no restart,
 	// only its rollout awaited.

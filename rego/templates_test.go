@@ -351,25 +351,25 @@ func TestFailsClosed(t *testing.T) {
 			name: "no ledger", template: "quotaentity", params: perNamespace,
 			ledger: func(*harness) *ledger.Ledger { return nil },
 			req:    request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")},
-			want:   "eval_builtin_error: quota.reserve: quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md)",
+			want:   "eval_builtin_error: quota.review: quota is not ready: the plugin has not loaded the ResourceGrants yet (it decides nothing until it has; see docs/troubleshooting.md)",
 		},
 		{
 			name: "store down at admission", template: "quotaentity", params: perNamespace,
 			ledger: func(h *harness) *ledger.Ledger { return ledger.New(failingStore{}, h.grants) },
 			req:    request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")},
-			want:   `eval_builtin_error: quota.reserve: reserving claim "uid-team-a-cm1": bucket store down`,
+			want:   `eval_builtin_error: quota.review: reserving claim "uid-team-a-cm1": bucket store down`,
 		},
 		{
 			name: "store down at dry run", template: "quotaentity", params: perNamespace,
 			ledger: func(h *harness) *ledger.Ledger { return ledger.New(failingStore{}, h.grants) },
 			req:    request{op: create, uid: "req-1", obj: configMap("team-a", "cm1"), dryRun: true},
-			want:   "eval_builtin_error: quota.usage: reading bucket " + key.Name() + ": bucket store down",
+			want:   "eval_builtin_error: quota.review: reading bucket " + key.Name() + ": bucket store down",
 		},
 		{
 			name: "invalid dimension", template: "quotaentity",
 			params: map[string]any{"resourceType": "core/configmaps", "dimensions": map[string]any{"zone": "eu west"}},
 			req:    request{op: create, uid: "req-1", obj: configMap("team-a", "cm1")},
-			want: `eval_builtin_error: quota.reserve: claim.requests[0].dimensions[zone]: invalid value "eu west": ` +
+			want: `eval_builtin_error: quota.review: claim.requests[0].dimensions[zone]: invalid value "eu west": ` +
 				strings.Join(validation.IsValidLabelValue("eu west"), "; "),
 		},
 		{

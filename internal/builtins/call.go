@@ -82,6 +82,8 @@ func call(env *Env, bctx rego.BuiltinContext, name string, a []*ast.Term) (*ast.
 		return podResources(bctx, a[0])
 	case SelectsName:
 		return selects(bctx, a[0], a[1])
+	case ReviewName:
+		return review(env, bctx, a[0], a[1])
 	}
 	return nil, errors.New("not a quota builtin")
 }

@@ -30,7 +30,7 @@ func FuzzDecodeClaim(f *testing.F) {
 		if err != nil {
 			return
 		}
-		c, _, _, err := decodeClaim(term)
+		c, _, _, err := decodeClaimTerm(term)
 		if err != nil {
 			requireHalt(t, err)
 			return
@@ -46,7 +46,7 @@ func FuzzDecodeClaim(f *testing.F) {
 			checkDimensions(t, r.Dimensions)
 		}
 
-		again, _, _, err := decodeClaim(mustTerm(t, claimJSON(c)))
+		again, _, _, err := decodeClaimTerm(mustTerm(t, claimJSON(c)))
 		if err != nil {
 			t.Fatalf("re-decoding %#v: %v", c, err)
 		}
@@ -88,7 +88,7 @@ func FuzzDecodeQuery(f *testing.F) {
 		if err != nil {
 			return
 		}
-		key, err := decodeQuery(term)
+		key, err := decodeQueryTerm(term)
 		if err != nil {
 			requireHalt(t, err)
 			return
@@ -103,7 +103,7 @@ func FuzzDecodeQuery(f *testing.F) {
 		if len(dims) > 0 {
 			q["dimensions"] = dimensionsJSON(dims)
 		}
-		again, err := decodeQuery(mustTerm(t, q))
+		again, err := decodeQueryTerm(mustTerm(t, q))
 		if err != nil {
 			t.Fatalf("re-decoding %v: %v", q, err)
 		}
@@ -224,4 +224,22 @@ func mustTerm(t *testing.T, v any) *ast.Term {
 		t.Fatal(err)
 	}
 	return term
+}
+
+// decodeClaimTerm is decodeClaim on a Rego value, as quota.reserve reads it.
+func decodeClaimTerm(term *ast.Term) (ledger.Claim, ClaimMetadata, string, error) {
+	v, err := toJSON("claim", term)
+	if err != nil {
+		return ledger.Claim{}, ClaimMetadata{}, "", err
+	}
+	return decodeClaim(v)
+}
+
+// decodeQueryTerm is decodeQuery on a Rego value, as quota.usage reads it.
+func decodeQueryTerm(term *ast.Term) (ledger.BucketKey, error) {
+	v, err := toJSON("query", term)
+	if err != nil {
+		return ledger.BucketKey{}, err
+	}
+	return decodeQuery(v)
 }

@@ -30,12 +30,32 @@ const (
 // declarations are the builtins as OPA declares them, made afresh for each
 // caller so that no package-level value holds them.
 type declarations struct {
-	reserve, usage, overLimit, quantity, display, policyClaim, podResources, selects *rego.Function
+	reserve, usage, overLimit, quantity, display, policyClaim, podResources, selects, review *rego.Function
 }
 
 func declare() declarations {
 	anyObject := types.NewObject(nil, types.NewDynamicProperty(types.S, types.A))
 	return declarations{
+		review: &rego.Function{
+			Name: ReviewName,
+			Description: "Decides what one review asks of quota, as lib.quota words it: the consumers of parameters.consumers, " +
+				"the mode (a real admission reserves with quota.reserve, a dry run or a review without a request uid reads with quota.usage, " +
+				"audit reports buckets over their limit, DELETE and CONNECT count nothing), the claim and its id, and every message. " +
+				"Returns the violations, none when the review may proceed. Halts where quota.reserve, quota.usage, quota.over_limit or quota.selects would.",
+			Decl: types.NewFunction(
+				types.Args(
+					types.Named("facts", anyObject).Description(
+						"{operation, requestUID, dryRun, kind: {apiGroup, kind}, object: {uid, name, namespace, generation, labels}, oldLabels, "+
+							"namespace, namespaceLabels (null when unknown), reviewNamespace, reviewName, parameters}"),
+					types.Named("counts", anyObject).Description(
+						"what the object counts: {amount, oldAmount} (a number, or the reason it has none), "+
+							"or {claim: {requests, metadata}}, or {growth: {requests, oldRequests, metadata}}"),
+				),
+				types.Named("violations", types.NewArray(nil, anyObject)).Description("[{msg, details}]"),
+			),
+			// Nondeterministic: it reserves and reads the ledger.
+			Nondeterministic: true,
+		},
 		reserve: &rego.Function{
 			Name: ReserveName,
 			Description: "Reserves quota for a claim, all or nothing, idempotent by claim id. " +
@@ -147,7 +167,7 @@ func declare() declarations {
 
 // all lists every declaration.
 func (d declarations) all() []*rego.Function {
-	return []*rego.Function{d.reserve, d.usage, d.overLimit, d.quantity, d.display, d.policyClaim, d.podResources, d.selects}
+	return []*rego.Function{d.reserve, d.usage, d.overLimit, d.quantity, d.display, d.policyClaim, d.podResources, d.selects, d.review}
 }
 
 // Register declares the quota builtins in OPA's global builtin table and
@@ -180,6 +200,9 @@ func Register(process func() *Env) error {
 	})
 	rego.RegisterBuiltin1(d.policyClaim, func(bctx rego.BuiltinContext, a *ast.Term) (*ast.Term, error) {
 		return policyClaim(e.of(bctx), bctx, a)
+	})
+	rego.RegisterBuiltin2(d.review, func(bctx rego.BuiltinContext, a, b *ast.Term) (*ast.Term, error) {
+		return review(e.of(bctx), bctx, a, b)
 	})
 	rego.RegisterBuiltin2(d.quantity, quantity)
 	rego.RegisterBuiltin2(d.display, display)

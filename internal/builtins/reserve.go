@@ -17,23 +17,41 @@ import (
 // Outside an observation every call is an admission decision, which the
 // metrics count by result (package metrics).
 func reserve(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
+	v, err := toJSON("claim", arg)
+	if err != nil {
+		if recorderFrom(bctx) == nil {
+			metrics.Halted(ReserveName, metrics.CauseInvalidInput, true)
+		}
+		return nil, err
+	}
+	d, err := reserveClaim(env, bctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return toTerm(d)
+}
+
+// reserveClaim is quota.reserve on its argument as a JSON value (numbers as
+// json.Number): the decision as quota.reserve returns it. quota.review
+// reserves through it too.
+func reserveClaim(env *Env, bctx rego.BuiltinContext, v any) (map[string]any, error) {
 	r := recorderFrom(bctx)
-	halt := func(cause string, err error) (*ast.Term, error) {
+	halt := func(cause string, err error) (map[string]any, error) {
 		if r == nil {
 			metrics.Halted(ReserveName, cause, true)
 		}
 		return nil, err
 	}
-	claim, md, version, err := decodeClaim(arg)
+	claim, md, version, err := decodeClaim(v)
 	if err != nil {
 		return halt(metrics.CauseInvalidInput, err)
 	}
 	if r != nil {
-		return toTerm(r.record(RecordedClaim{Claim: claim, Metadata: md}, env.units))
+		return r.record(RecordedClaim{Claim: claim, Metadata: md}, env.units), nil
 	}
 	if denial := recounting(env, claim, version); denial != nil {
 		metrics.Decision(false, 0)
-		return toTerm(denial)
+		return denial, nil
 	}
 	l, err := env.readyLedger()
 	if err != nil {
@@ -57,25 +75,17 @@ func reserve(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, erro
 	// Recorded before anything else can fail: a halt below denies the
 	// review, which then gives this back too (reservations.go).
 	reservationsFrom(bctx.Context).add(l, added)
-	t, err := toTerm(decisionJSON(claim.ID, d, env.units))
-	if err != nil {
-		return halt(metrics.CauseInternal, err)
-	}
 	metrics.Decision(d.Granted, time.Since(start))
 	if added.Leased() {
 		metrics.LeasedAdmission()
 	}
-	return t, nil
+	return decisionJSON(claim.ID, d, env.units), nil
 }
 
 // decodeClaim decodes quota.reserve's argument: the claim for the ledger,
 // the metadata of its view and its constraint's policy version (package
 // counted), which the ledger never sees.
-func decodeClaim(arg *ast.Term) (ledger.Claim, ClaimMetadata, string, error) {
-	v, err := toJSON("claim", arg)
-	if err != nil {
-		return ledger.Claim{}, ClaimMetadata{}, "", err
-	}
+func decodeClaim(v any) (ledger.Claim, ClaimMetadata, string, error) {
 	var d decoder
 	m := d.object("claim", v, "id", "object", "requests", "metadata", "policyVersion")
 	if m == nil {

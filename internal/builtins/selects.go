@@ -26,31 +26,40 @@ func selectsOf(selTerm, labelsTerm *ast.Term) (*ast.Term, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := json.Marshal(sel)
-	if err != nil {
-		return nil, rego.NewHaltError(fmt.Errorf("selector: %w", err))
-	}
-	var ls metav1.LabelSelector
-	if err := json.Unmarshal(data, &ls); err != nil {
-		return nil, rego.NewHaltError(fmt.Errorf("selector: not a label selector: %w", err))
-	}
-	s, err := metav1.LabelSelectorAsSelector(&ls)
-	if err != nil {
-		return nil, rego.NewHaltError(fmt.Errorf("selector: %w", err))
-	}
 	lv, err := toJSON("labels", labelsTerm)
 	if err != nil {
 		return nil, err
 	}
+	selected, err := selectorSelects(sel, lv)
+	if err != nil {
+		return nil, err
+	}
+	return ast.BooleanTerm(selected), nil
+}
+
+// selectorSelects is quota.selects on JSON values.
+func selectorSelects(sel, lv any) (bool, error) {
+	data, err := json.Marshal(sel)
+	if err != nil {
+		return false, rego.NewHaltError(fmt.Errorf("selector: %w", err))
+	}
+	var ls metav1.LabelSelector
+	if err := json.Unmarshal(data, &ls); err != nil {
+		return false, rego.NewHaltError(fmt.Errorf("selector: not a label selector: %w", err))
+	}
+	s, err := metav1.LabelSelectorAsSelector(&ls)
+	if err != nil {
+		return false, rego.NewHaltError(fmt.Errorf("selector: %w", err))
+	}
 	m, ok := lv.(map[string]any)
 	if !ok {
-		return nil, rego.NewHaltError(fmt.Errorf("labels: must be an object, got %s", typeName(lv)))
+		return false, rego.NewHaltError(fmt.Errorf("labels: must be an object, got %s", typeName(lv)))
 	}
 	set := make(labels.Set, len(m))
 	for k, v := range m {
 		if set[k], ok = v.(string); !ok {
-			return nil, rego.NewHaltError(fmt.Errorf("labels[%s]: must be a string, got %s", k, typeName(v)))
+			return false, rego.NewHaltError(fmt.Errorf("labels[%s]: must be a string, got %s", k, typeName(v)))
 		}
 	}
-	return ast.BooleanTerm(s.Matches(set)), nil
+	return s.Matches(set), nil
 }

@@ -16,19 +16,36 @@ import (
 // Its halts outside an observation are counted (package metrics); they are
 // not admission decisions.
 func usage(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error) {
+	v, err := toJSON("query", arg)
+	if err != nil {
+		if recorderFrom(bctx) == nil {
+			metrics.Halted(UsageName, metrics.CauseInvalidInput, false)
+		}
+		return nil, err
+	}
+	u, err := bucketUsage(env, bctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return toTerm(u)
+}
+
+// bucketUsage is quota.usage on its argument as a JSON value: the answer as
+// quota.usage returns it. quota.review reads through it too.
+func bucketUsage(env *Env, bctx rego.BuiltinContext, v any) (map[string]any, error) {
 	observing := recorderFrom(bctx) != nil
-	halt := func(cause string, err error) (*ast.Term, error) {
+	halt := func(cause string, err error) (map[string]any, error) {
 		if !observing {
 			metrics.Halted(UsageName, cause, false)
 		}
 		return nil, err
 	}
-	key, err := decodeQuery(arg)
+	key, err := decodeQuery(v)
 	if err != nil {
 		return halt(metrics.CauseInvalidInput, err)
 	}
 	if observing {
-		return toTerm(observedUsage(key))
+		return observedUsage(key), nil
 	}
 	l, err := env.readyLedger()
 	if err != nil {
@@ -38,7 +55,7 @@ func usage(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error)
 	if err != nil {
 		return halt(metrics.CauseLedgerError, rego.NewHaltError(fmt.Errorf("reading bucket %s: %w", key.Name(), err)))
 	}
-	return toTerm(map[string]any{
+	return map[string]any{
 		"bucket":    key.Name(),
 		"limit":     u.Limit,
 		"allocated": u.Allocated,
@@ -48,14 +65,10 @@ func usage(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, error)
 		// As quota.reserve's requests: a denial names the object that shows
 		// the numbers.
 		"effectiveResourceGrant": effectiveGrantName(key.Consumer, key.ResourceType),
-	})
+	}, nil
 }
 
-func decodeQuery(arg *ast.Term) (ledger.BucketKey, error) {
-	v, err := toJSON("query", arg)
-	if err != nil {
-		return ledger.BucketKey{}, err
-	}
+func decodeQuery(v any) (ledger.BucketKey, error) {
 	var d decoder
 	m := d.object("query", v, "consumer", "resourceType", "dimensions")
 	if m == nil {
@@ -78,18 +91,27 @@ func overLimit(env *Env, bctx rego.BuiltinContext, arg *ast.Term) (*ast.Term, er
 		metrics.Halted(OverLimitName, metrics.CauseInvalidInput, false)
 		return nil, rego.NewHaltError(fmt.Errorf("resourceType must be a non-empty string, got %v", arg))
 	}
+	over, err := anyOverLimit(env, bctx, string(rt))
+	if err != nil {
+		return nil, err
+	}
+	return ast.BooleanTerm(over), nil
+}
+
+// anyOverLimit is quota.over_limit for a non-empty resource type.
+func anyOverLimit(env *Env, bctx rego.BuiltinContext, resourceType string) (bool, error) {
 	if recorderFrom(bctx) != nil {
-		return ast.BooleanTerm(true), nil
+		return true, nil
 	}
 	l, err := env.readyLedger()
 	if err != nil {
 		metrics.Halted(OverLimitName, metrics.CauseNotReady, false)
-		return nil, err
+		return false, err
 	}
-	over, err := l.AnyOverLimit(bctx.Context, string(rt))
+	over, err := l.AnyOverLimit(bctx.Context, resourceType)
 	if err != nil {
 		// Audit then looks at each of the object's buckets: slower, never wrong.
-		return ast.BooleanTerm(true), nil
+		return true, nil
 	}
-	return ast.BooleanTerm(over), nil
+	return over, nil
 }

@@ -101,5 +101,5 @@ violation contains v if {
 
 violation contains v if {
 	rendered_new.applies
-	some v in quotalib.growth_violations(quotalib.growth_requests(rendered_new.claim.requests, old_requests), rendered_new.claim.metadata)
+	some v in quotalib.growth_violations(rendered_new.claim.requests, old_requests, rendered_new.claim.metadata)
 }

@@ -96,7 +96,7 @@ type reviewer struct {
 	// facts is the first argument, as lib.quota's review_facts writes it;
 	// counts the second: what the object counts.
 	facts, counts map[string]any
-	params map[string]any
+	params        map[string]any
 	// meta is the reviewed object's metadata (uid, name, namespace,
 	// generation, labels): the workload itself for a Scale.
 	meta      map[string]any

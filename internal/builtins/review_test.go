@@ -103,8 +103,8 @@ type facts map[string]any
 func podFacts(op, requestUID string, params map[string]any) facts {
 	return facts{
 		"operation": op, "requestUID": requestUID, "dryRun": false,
-		"kind":   map[string]any{"apiGroup": "", "kind": "Pod"},
-		"object": map[string]any{"name": "p1", "namespace": "team-a", "uid": "uid-1"},
+		"kind":      map[string]any{"apiGroup": "", "kind": "Pod"},
+		"object":    map[string]any{"name": "p1", "namespace": "team-a", "uid": "uid-1"},
 		"oldLabels": map[string]any{}, "namespace": "team-a", "namespaceLabels": nil, "reviewNamespace": "team-a", "reviewName": "p1",
 		"parameters": params,
 	}
@@ -370,7 +370,9 @@ func TestReviewDenialShowsTheDisplayUnitExactly(t *testing.T) {
 	cores := map[string]any{"baseUnit": "millicores", "displayUnit": "cores", "unitConversionFactor": int64(1000)}
 	dozens := map[string]any{"baseUnit": "eggs", "displayUnit": "dozens", "unitConversionFactor": int64(12)}
 	same := map[string]any{"baseUnit": "pods", "displayUnit": "pods", "unitConversionFactor": int64(1)}
-	create := func(amount int) facts { return podFacts("CREATE", "req-1", pods).with("amount", amount, "oldAmount", 0) }
+	create := func(amount int) facts {
+		return podFacts("CREATE", "req-1", pods).with("amount", amount, "oldAmount", 0)
+	}
 	requireMessages(t, messages(t, create(500), &fakeQuota{decide: refusedWith(8000, 7500, 500, 0, cores, "e")}),
 		"quota exceeded for Namespace team-a: requested 500 of core/pods, available 0 of 8000 (allocated 7500, reserved 500); in cores (1000 millicores each): requested 0.5, available 0 of 8 (allocated 7.5, reserved 0.5); see EffectiveResourceGrant team-a/e (kubectl quota usage -n team-a)")
 	// 7 eggs is 7/12 of a dozen: no finite decimal, so the exact fraction.
@@ -462,7 +464,7 @@ func TestReviewDeniesWhatItCannotCount(t *testing.T) {
 	requireMessages(t, messages(t, podFacts("CREATE", "req-1", pods).with("object", map[string]any{"name": "p1", "namespace": "team-a", "uid": ""}), &fakeQuota{}),
 		`quota: cannot reserve for Pod "p1": metadata.uid is empty (the API server sets it before validating admission)`)
 	for amount, want := range map[any]string{
-		1.5: "the amount must be a whole number, got 1.5",
+		1.5:                              "the amount must be a whole number, got 1.5",
 		"quota cannot decide: no answer": "quota cannot decide: no answer",
 		`{"error":"parameters.amount: set path or resource"}`: "parameters.amount: set path or resource",
 	} {

@@ -286,7 +286,58 @@ violations(amount, old_amount) := set() if {
 } else := {config_violation(m)} if {
 	is_scale
 	m := scale_error
+} else := set() if {
+	mode == "audit"
+	not audit_asks
 } else := decided(quota.review(review_facts, {"amount": amount, "oldAmount": old_amount}))
+
+# Audit reviews every object: quota.review is asked only when a bucket of
+# one of the constraint's resource types is over its limit (quota.over_limit,
+# an index lookup; in the stock mode one External Data call a second, where
+# quota.review would be one per object), or when an entry of
+# parameters.consumers cannot be resolved for the object, which it reports.
+audit_asks if count(consumer_entries) == 0
+
+audit_asks if {
+	some e in consumer_entries
+	not resolvable(e)
+}
+
+audit_asks if {
+	some e in consumer_entries
+	quota.over_limit(resource_type(e))
+}
+
+consumer_entries := object.get(params, "consumers", [{"kind": "Namespace"}])
+
+resource_type(e) := object.get(e, "resourceType", object.get(params, "resourceType", ""))
+
+# An entry quota.review resolves to a consumer without a configuration
+# error: a fixed name, the object's namespace, or a label on it.
+resolvable(e) if {
+	is_object(e)
+	object.get(e, "kind", "") != ""
+	resource_type(e) != ""
+	entry_consumer_known(e)
+}
+
+entry_consumer_known(e) if object.get(e, "name", "") != ""
+
+entry_consumer_known(e) if {
+	object.get(e, "apiGroup", "") == ""
+	e.kind == "Namespace"
+	namespace_name != ""
+}
+
+entry_consumer_known(e) if {
+	not object.get(e, "apiGroup", "") == ""
+	namespace_labels[object.get(e, "labelKey", consumer_label_key(object.get(e, "apiGroup", ""), e.kind))] != ""
+}
+
+entry_consumer_known(e) if {
+	e.kind != "Namespace"
+	namespace_labels[object.get(e, "labelKey", consumer_label_key(object.get(e, "apiGroup", ""), e.kind))] != ""
+}
 
 # claim_violations(requests, metadata) is the set of {msg, details} for
 # input.review, for a template that states the claim itself (QuotaClaimPolicy:

@@ -148,6 +148,34 @@ test_namespace_labels_unknown_when_not_synced if {
 	quotalib.review_facts.namespaceLabels == null with input as create with data.inventory as {}
 }
 
+# Audit asks quota.review only when some bucket of the constraint's resource
+# types is over its limit, or an entry cannot be resolved (quota.review
+# reports it): otherwise every object of an audit pass would be a call (an
+# External Data request in the stock mode).
+audit_review(params) := msgs if {
+	msgs := reported_msgs(quotalib.violations(1, 1)) with input as inp(audit(pod("team-a", "p1", "uid-1")), params)
+}
+
+test_audit_asks_quota_review_only_when_a_bucket_is_over if {
+	count(audit_review(pods)) == 0 with quota.over_limit as false with quota.review as reported
+	audit_review(pods) == {" /Pod p1 uid uid-1 gen 0: 1 -> 1"} with quota.over_limit as true with quota.review as reported
+	two := {"consumers": [{"kind": "Namespace", "resourceType": "core/pods"}, {"kind": "Namespace", "resourceType": "core/services"}]}
+	count(audit_review(two)) == 1 with quota.over_limit as services_over with quota.review as reported
+}
+
+services_over(resource_type) if resource_type == "core/services"
+
+test_audit_asks_quota_review_when_a_consumer_cannot_be_resolved if {
+	every params in [
+		{"resourceType": "core/pods", "consumers": []},
+		{"consumers": [{"kind": "Namespace"}]},
+		by_org,
+	] {
+		count(audit_review(params)) == 1 with quota.over_limit as false with quota.review as reported with data.inventory as inventory("team-a", {})
+	}
+	count(audit_review(by_org)) == 0 with quota.over_limit as false with quota.review as reported with data.inventory as acme
+}
+
 test_consumer_label_key_matches_go if {
 	# api/v1alpha1.ConsumerLabelKey; TestConsumerLabelKeyMatchesGo runs the same cases through Go.
 	quotalib.consumer_label_key("resourcemanager.miloapis.com", "Organization") == "resourcemanager.miloapis.com/organization"

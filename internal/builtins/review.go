@@ -60,6 +60,9 @@ func review(env *Env, bctx rego.BuiltinContext, factsTerm, countsTerm *ast.Term)
 	if err != nil {
 		return nil, err
 	}
+	if vs == nil {
+		vs = []any{} // an array, as declared, in both admission modes
+	}
 	return toTerm(vs)
 }
 

@@ -324,19 +324,18 @@ resolvable(e) if {
 entry_consumer_known(e) if object.get(e, "name", "") != ""
 
 entry_consumer_known(e) if {
-	object.get(e, "apiGroup", "") == ""
-	e.kind == "Namespace"
+	namespace_kind(e)
 	namespace_name != ""
 }
 
 entry_consumer_known(e) if {
-	not object.get(e, "apiGroup", "") == ""
+	not namespace_kind(e)
 	namespace_labels[object.get(e, "labelKey", consumer_label_key(object.get(e, "apiGroup", ""), e.kind))] != ""
 }
 
-entry_consumer_known(e) if {
-	e.kind != "Namespace"
-	namespace_labels[object.get(e, "labelKey", consumer_label_key(object.get(e, "apiGroup", ""), e.kind))] != ""
+namespace_kind(e) if {
+	object.get(e, "apiGroup", "") == ""
+	e.kind == "Namespace"
 }
 
 # claim_violations(requests, metadata) is the set of {msg, details} for

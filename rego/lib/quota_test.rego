@@ -58,10 +58,13 @@ create := inp(admission("CREATE", "req-1", pod("team-a", "p1", "uid-1")), pods)
 
 # quota.review replaced: the facts it was given, as one violation whose
 # message says what would be reserved (kind, object, generation, amounts).
-reported(f, c) := [{"msg": sprintf("%s %s/%s %s uid %s gen %v: %v -> %v", [
-	f.operation, f.kind.apiGroup, f.kind.kind, f.object.name, f.object.uid,
-	object.get(f.object, "generation", 0), c.oldAmount, c.amount,
-]), "details": f}]
+reported(f, c) := [{
+	"msg": sprintf("%s %s/%s %s uid %s gen %v: %v -> %v", [
+		f.operation, f.kind.apiGroup, f.kind.kind, f.object.name, f.object.uid,
+		object.get(f.object, "generation", 0), c.oldAmount, c.amount,
+	]),
+	"details": f,
+}]
 
 reported_msgs(vs) := {v.msg | some v in vs}
 
@@ -109,7 +112,8 @@ test_facts_of_a_create if {
 		"reviewNamespace": "team-a",
 		"reviewName": "p1",
 		"parameters": pods,
-	} with input as create
+	}
+		with input as create
 }
 
 test_violations_ask_quota_review_with_the_amounts if {

@@ -15,9 +15,10 @@ params := {"resourceType": "core/requests.cpu", "amount": {"resource": "cpu", "r
 # quota.review replaced: the facts it was given (the kind, the object's uid
 # and generation, the amounts), as a violation; what it reserves for them
 # is tested in Go (internal/builtins/review_test.go).
-reported(f, c) := [{"msg": sprintf("%s %s/%s %s gen %v: %v -> %v", [
-	f.operation, f.kind.apiGroup, f.kind.kind, f.object.uid, object.get(f.object, "generation", 0), c.oldAmount, c.amount,
-]), "details": {}}]
+reported(f, c) := [{
+	"msg": sprintf("%s %s/%s %s gen %v: %v -> %v", [f.operation, f.kind.apiGroup, f.kind.kind, f.object.uid, object.get(f.object, "generation", 0), c.oldAmount, c.amount]),
+	"details": {},
+}]
 
 review(op, new, old) := {"uid": "req-2", "operation": op, "kind": {"group": "apps", "version": "v1", "kind": "Deployment"}, "object": new, "oldObject": old}
 

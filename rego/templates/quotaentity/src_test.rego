@@ -8,9 +8,10 @@ review(op) := {"uid": "req-1", "operation": op, "kind": {"group": "", "version":
 
 # quota.review replaced: the facts it was given, as a violation (what it
 # decides from them is tested in Go: internal/builtins/review_test.go).
-reported(f, c) := [{"msg": sprintf("%s %s %v -> %v labels %v from %v", [
-	f.operation, f.object.uid, c.oldAmount, c.amount, object.get(f.object, "labels", {}), f.oldLabels,
-]), "details": {}}]
+reported(f, c) := [{
+	"msg": sprintf("%s %s %v -> %v labels %v from %v", [f.operation, f.object.uid, c.oldAmount, c.amount, object.get(f.object, "labels", {}), f.oldLabels]),
+	"details": {},
+}]
 
 test_create_counts_one if {
 	msgs := {v.msg | some v in quotaentity.violation} with input as {"review": review("CREATE"), "parameters": {"resourceType": "core/configmaps"}}

@@ -33,7 +33,7 @@ asked(req) := {"error": sprintf("%s@%d %s %s %s %v", [
 # quota.review replaced: a violation per request it was given to claim, or
 # to grow from (old), so a test sees what the template asked; what it
 # reserves for them is tested in Go (internal/builtins/review_test.go).
-reported(f, c) := array.concat(
+reported(_, c) := array.concat(
 	[{"msg": sprintf("%s %s %d as %v", [k, r.resourceType, r.amount, c[k].metadata]), "details": {}} |
 		some k in ["claim", "growth"]
 		some r in c[k].requests

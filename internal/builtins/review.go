@@ -367,6 +367,22 @@ func (r *reviewer) reserved(claim map[string]any) ([]any, error) {
 // quota.usage: the same numbers and message as ledger.RequestDecision's,
 // without holding anything.
 func (r *reviewer) checkViolations(reqs []any) ([]any, error) {
+	return r.readBuckets(reqs, func(b bucket, u map[string]any) map[string]any {
+		if big.NewRat(toInt64(u["available"]), 1).Cmp(b.amount) >= 0 {
+			return nil
+		}
+		d := maps.Clone(u)
+		maps.Copy(d, b.query)
+		d["amount"] = ratNumber(b.amount)
+		d["message"] = fmt.Sprintf("requested %s of %v, available %d of %d (allocated %d, reserved %d)",
+			b.amount.RatString(), b.query["resourceType"], toInt64(u["available"]), toInt64(u["limit"]), toInt64(u["allocated"]), toInt64(u["reserved"]))
+		return r.denial(d)
+	})
+}
+
+// readBuckets reads each bucket reqs ask of (quota.usage) and keeps what
+// violation makes of its numbers (nil: nothing to report).
+func (r *reviewer) readBuckets(reqs []any, violation func(b bucket, u map[string]any) map[string]any) ([]any, error) {
 	buckets, err := bucketAmounts(reqs)
 	if err != nil {
 		return nil, err
@@ -377,15 +393,9 @@ func (r *reviewer) checkViolations(reqs []any) ([]any, error) {
 		if err != nil {
 			return nil, err
 		}
-		if big.NewRat(toInt64(u["available"]), 1).Cmp(b.amount) >= 0 {
-			continue
+		if v := violation(b, u); v != nil {
+			vs = append(vs, v)
 		}
-		d := maps.Clone(u)
-		maps.Copy(d, b.query)
-		d["amount"] = ratNumber(b.amount)
-		d["message"] = fmt.Sprintf("requested %s of %v, available %d of %d (allocated %d, reserved %d)",
-			b.amount.RatString(), b.query["resourceType"], toInt64(u["available"]), toInt64(u["limit"]), toInt64(u["allocated"]), toInt64(u["reserved"]))
-		vs = append(vs, r.denial(d))
 	}
 	return vs, nil
 }
@@ -426,27 +436,17 @@ func (r *reviewer) auditBuckets(reqs []any) ([]any, error) {
 	if r.params["reportOverLimit"] == false {
 		return nil, nil
 	}
-	buckets, err := bucketAmounts(reqs)
-	if err != nil {
-		return nil, err
-	}
-	var vs []any
-	for _, b := range buckets {
-		u, err := r.quota.usage(b.query)
-		if err != nil {
-			return nil, err
-		}
+	return r.readBuckets(reqs, func(b bucket, u map[string]any) map[string]any {
 		allocated, reserved, limit := toInt64(u["allocated"]), toInt64(u["reserved"]), toInt64(u["limit"])
 		if allocated <= limit-reserved {
-			continue
+			return nil
 		}
-		vs = append(vs, map[string]any{
+		return map[string]any{
 			"msg": fmt.Sprintf("%s is over its quota of %v: allocated %d, reserved %d, limit %d",
 				displayConsumer(b.query["consumer"], b.query["dimensions"]), b.query["resourceType"], allocated, reserved, limit),
 			"details": details(b.query, u, json.Number("0")),
-		})
-	}
-	return vs, nil
+		}
+	})
 }
 
 // denial words a request over its limit: the consumer, the numbers in base

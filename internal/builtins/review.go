@@ -615,7 +615,6 @@ func (r *reviewer) resolveConsumer(e map[string]any) (map[string]any, string) {
 	consumer := func(name any) map[string]any {
 		return map[string]any{"apiGroup": get(e, "apiGroup", ""), "kind": e["kind"], "name": name, "namespace": get(e, "namespace", "")}
 	}
-	ref := r.objectRef()
 	namespaceKind := get(e, "apiGroup", "") == "" && e["kind"] == "Namespace"
 	key := get(e, "labelKey", nil)
 	if key == nil {
@@ -629,8 +628,10 @@ func (r *reviewer) resolveConsumer(e map[string]any) (map[string]any, string) {
 	case namespaceKind && r.namespace != "":
 		return consumer(r.namespace), ""
 	case namespaceKind:
+		ref := r.objectRef()
 		return nil, fmt.Sprintf("cannot count %v %q against a namespace: it is cluster-scoped", ref["kind"], ref["name"])
 	case r.namespace == "":
+		ref := r.objectRef()
 		return nil, fmt.Sprintf("cannot find the %v of %v %q: it is cluster-scoped, so no namespace label %q names one", e["kind"], ref["kind"], ref["name"], key)
 	}
 	if k, ok := key.(string); ok && r.labelsKnown {

@@ -366,9 +366,14 @@ GATEKEEPER_PACKAGES := api $(addprefix internal/,builtinhost builtins bypass cel
 # it per architecture.
 GATEKEEPER_BUILD = $(STATIC) go build -trimpath -mod=vendor -tags quotakeeper_overlay -overlay $(BIN)/gatekeeper-overlay.json \
 	-ldflags '$(LDFLAGS) -X github.com/open-policy-agent/gatekeeper/v3/pkg/version.Version=$(GATEKEEPER_VERSION)'
-$(GATEKEEPER_BIN): go.mod go.sum $(shell find $(GATEKEEPER_PACKAGES) -name '*.go' 2>/dev/null)
+$(GATEKEEPER_BIN): go.mod go.sum hack/gatekeeper/overlay.sh $(shell find $(GATEKEEPER_PACKAGES) -name '*.go' 2>/dev/null)
 	go mod vendor
-	hack/gatekeeper/overlay.sh > $(BIN)/gatekeeper-overlay.json
+	hack/gatekeeper/overlay.sh $(BIN) > $(BIN)/gatekeeper-overlay.json
+	@# The overlaid Rego driver passes the frameworks' own tests of it and
+	@# of its client, and ours (hack/gatekeeper/regodriver), before it ships.
+	hack/gatekeeper/overlay.sh $(BIN) tests > $(BIN)/gatekeeper-overlay-tests.json
+	go test -race -count=1 -mod=vendor -tags quotakeeper_overlay -overlay $(BIN)/gatekeeper-overlay-tests.json \
+		github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego github.com/open-policy-agent/frameworks/constraint/pkg/client || { rm -rf vendor; exit 1; }
 	$(GATEKEEPER_BUILD) -o $@ github.com/open-policy-agent/gatekeeper/v3 || { rm -rf vendor; exit 1; }
 	rm -rf vendor
 
@@ -539,7 +544,7 @@ RELEASE_ENV = VERSION='$(VERSION)' GATEKEEPER_VERSION='$(GATEKEEPER_VERSION)' LD
 release: $(IMAGES_TOOL) $(HELM) $(CYCLONEDX_GOMOD) ## Every release artifact under _output/release/ (make release VERSION=v0.1.0): images, chart, CRDs, CLI archives, SBOMs, krew manifest, notes.
 	$(RELEASE_ENV) CHECK_ONLY=1 hack/release/release.sh
 	go mod vendor
-	hack/gatekeeper/overlay.sh > $(BIN)/gatekeeper-overlay.json
+	hack/gatekeeper/overlay.sh $(BIN) > $(BIN)/gatekeeper-overlay.json
 	@set -e; for p in $(RELEASE_IMAGE_PLATFORMS); do \
 		echo "building gatekeeper for $$p"; \
 		GOOS=$${p%/*} GOARCH=$${p#*/} $(GATEKEEPER_BUILD) -buildvcs=false -o $(RELEASE_BUILD_DIR)/$$p/gatekeeper github.com/open-policy-agent/gatekeeper/v3 || { rm -rf vendor; exit 1; }; \

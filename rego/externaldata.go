@@ -65,8 +65,26 @@ package lib.quotabuiltins
 	for _, d := range builtins.Declarations() {
 		name := strings.TrimPrefix(d.Name, "quota.")
 		params := parameterNames(d.Arity)
-		fmt.Fprintf(&b, "%s(%s) := answer(%q, [%s], %t)\n\n", name, params, d.Name, params, d.Nondeterministic)
+		sent := params
+		if d.Name == builtins.ReviewName {
+			sent = "review_read(a1), a2"
+		}
+		fmt.Fprintf(&b, "%s(%s) := answer(%q, [%s], %t)\n\n", name, params, d.Name, sent, d.Nondeterministic)
 	}
+	fields, objects, metadata := builtins.ReviewRead()
+	fmt.Fprintf(&b, `# What quota.review reads of the review in its facts (builtins.ReviewRead):
+# the provider gets that, not the reviewed object, which a key would carry
+# whole.
+review_read(facts) := object.union(object.remove(facts, ["review"]), {"review": object.union(
+	object.filter(facts.review, %s),
+	{k: {"metadata": object.filter(object.get(o, "metadata", {}), %s)} |
+		some k in %s
+		o := facts.review[k]
+		is_object(o)
+	},
+)})
+
+`, regoStrings(fields), regoStrings(metadata), regoStrings(objects))
 	b.WriteString(`answer(builtin, args, per_request) := result(key, external_data({"provider": ` + fmt.Sprintf("%q", ExternalDataProvider) + `, "keys": [key]})) if {
 	key := json.marshal({"builtin": builtin, "args": args, "request": request_uid(per_request)})
 }
@@ -121,6 +139,12 @@ func BuiltinsLib() string {
 		fmt.Fprintf(&b, "%s(%s) := %s(%s)\n\n", name, params, d.Name, params)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// regoStrings is ss as a Rego array of strings.
+func regoStrings(ss []string) string {
+	b, _ := json.Marshal(ss)
+	return strings.ReplaceAll(string(b), `","`, `", "`)
 }
 
 // regoString is s as a Rego string literal (JSON's escapes are Rego's).

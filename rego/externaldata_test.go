@@ -3,7 +3,9 @@ package rego_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
+	"reflect"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -13,6 +15,9 @@ import (
 	"github.com/open-policy-agent/frameworks/constraint/pkg/apis/externaldata/unversioned"
 	"github.com/open-policy-agent/frameworks/constraint/pkg/client/drivers/rego"
 	frameworks "github.com/open-policy-agent/frameworks/constraint/pkg/externaldata"
+	"github.com/open-policy-agent/opa/v1/ast"
+	opa "github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/types"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quotakeeper/quotakeeper/internal/builtins"
@@ -174,4 +179,44 @@ func stopProvider(t testing.TB) {
 		t.Fatal("no provider runs for this test")
 	}
 	srv.(*httptest.Server).Close()
+}
+
+// A twin sends the provider what quota.review reads of the review
+// (builtins.ReviewRead), not the reviewed object: a key carries its
+// arguments whole, and Gatekeeper caches responses by key.
+func TestExternalDataTwinSendsWhatQuotaReviewReads(t *testing.T) {
+	facts := `{"review": {"operation": "CREATE", "uid": "req-1", "dryRun": false, "kind": {"group": "", "kind": "ConfigMap"},
+		"name": "cm", "namespace": "team-a", "userInfo": {"username": "alice"},
+		"object": {"metadata": {"name": "cm", "namespace": "team-a", "uid": "u-1", "labels": {"app": "web"},
+			"annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}"}}, "data": {"big": "..."}},
+		"oldObject": null,
+		"namespaceObject": {"metadata": {"name": "team-a", "labels": {"org": "acme"}, "managedFields": []}, "spec": {}}},
+		"parameters": {"resourceType": "core/configmaps"}, "scale": null, "inventoryNamespaceLabels": null}`
+	want := `{"review": {"operation": "CREATE", "uid": "req-1", "dryRun": false, "kind": {"group": "", "kind": "ConfigMap"},
+		"name": "cm", "namespace": "team-a",
+		"object": {"metadata": {"name": "cm", "namespace": "team-a", "uid": "u-1", "labels": {"app": "web"}}},
+		"namespaceObject": {"metadata": {"name": "team-a", "labels": {"org": "acme"}}}},
+		"parameters": {"resourceType": "core/configmaps"}, "scale": null, "inventoryNamespaceLabels": null}`
+	// The lib compiles against Gatekeeper's external_data, not called here.
+	externalData := opa.Function1(&opa.Function{Name: "external_data", Decl: types.NewFunction(types.Args(types.A), types.A)},
+		func(opa.BuiltinContext, *ast.Term) (*ast.Term, error) { return nil, nil })
+	rs, err := opa.New(
+		externalData,
+		opa.Module("externaldata.rego", quotarego.ExternalDataLib()),
+		opa.Query("data.lib.quotabuiltins.review_read("+facts+")"),
+	).Eval(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		t.Fatalf("results %v, want one value", rs)
+	}
+	var wantValue any
+	if err := json.Unmarshal([]byte(want), &wantValue); err != nil {
+		t.Fatal(err)
+	}
+	if got := rs[0].Expressions[0].Value; !reflect.DeepEqual(got, wantValue) {
+		g, _ := json.Marshal(got)
+		t.Errorf("sent\n got %s\nwant %s", g, want)
+	}
 }

@@ -11,6 +11,8 @@
 # With "tests", the JSON also lays the frameworks' own tests of that driver
 # and of its client (from the module cache: vendor/ has no tests) and ours
 # beside them, for `go test -mod=vendor` of those two packages.
+# The generated driver.go goes in BIN/.gatekeeper-overlay: a directory whose
+# name starts with a dot is no package to `go build ./...`.
 # Fails when the vendored driver no longer has the eval it replaces, rather
 # than building Gatekeeper without it.
 set -euo pipefail
@@ -25,12 +27,12 @@ if [ "$(grep -c "^$signature\$" "$driver_dir/driver.go")" != 1 ]; then
 	echo "overlay.sh: $driver_dir/driver.go has no eval of the signature hack/gatekeeper/regodriver replaces" >&2
 	exit 1
 fi
-mkdir -p "$out/gatekeeper-overlay"
-sed 's/^func (d \*Driver) eval(ctx /func (d *Driver) evalEachTime(ctx /' "$driver_dir/driver.go" > "$out/gatekeeper-overlay/driver.go"
+mkdir -p "$out/.gatekeeper-overlay"
+sed 's/^func (d \*Driver) eval(ctx /func (d *Driver) evalEachTime(ctx /' "$driver_dir/driver.go" > "$out/.gatekeeper-overlay/driver.go"
 
 entries=(
 	"$main_dir/zz_quotakeeper.go" "$root/hack/gatekeeper/zz_quotakeeper.go"
-	"$driver_dir/driver.go" "$out/gatekeeper-overlay/driver.go"
+	"$driver_dir/driver.go" "$out/.gatekeeper-overlay/driver.go"
 	"$driver_dir/zz_quotakeeper_prepared.go" "$root/hack/gatekeeper/regodriver/zz_quotakeeper_prepared.go"
 )
 if [ "${2:-}" = tests ]; then

@@ -45,8 +45,9 @@ func declare() declarations {
 			Decl: types.NewFunction(
 				types.Args(
 					types.Named("facts", anyObject).Description(
-						"{operation, requestUID, dryRun, kind: {apiGroup, kind}, object: {uid, name, namespace, generation, labels}, oldLabels, "+
-							"namespace, namespaceLabels (null when unknown), reviewNamespace, reviewName, parameters}"),
+						"{review: input.review, parameters: input.parameters, "+
+							"scale: null or, for a Scale, the workload it stands for {object, oldObject, kind: {apiGroup, kind}}, "+
+							"inventoryNamespaceLabels: null or the namespace's labels in Gatekeeper's inventory (read when the review has no namespaceObject)}"),
 					types.Named("counts", anyObject).Description(
 						"what the object counts: {amount, oldAmount} (a number, or the reason it has none), "+
 							"or {claim: {requests, metadata}}, or {growth: {requests, oldRequests, metadata}}"),

@@ -1,9 +1,10 @@
 package builtins
 
 // quota.review: what lib.quota decides for one review, in Go. The shipped
-// templates' Rego gathers the facts only it can read (the reviewed object,
-// a Scale's workload and the namespace's labels from Gatekeeper's
-// inventory) and calls quota.review once; the consumers' scopes, the mode,
+// templates' Rego passes the review and the parameters, with the facts only
+// it can read (a Scale's workload and the namespace's labels from
+// Gatekeeper's inventory), and calls quota.review once (reviewfacts.go reads
+// them); the consumers' scopes, the mode,
 // the claim, the reservation or the read, and every message are decided
 // here, the same in Gatekeeper, in the External Data provider and in the
 // observer (which evaluates the same templates in observe mode), without
@@ -44,7 +45,7 @@ const (
 
 // review implements quota.review(facts, counts).
 func review(env *Env, bctx rego.BuiltinContext, factsTerm, countsTerm *ast.Term) (*ast.Term, error) {
-	facts, err := toJSON("facts", factsTerm)
+	facts, err := reviewFacts(factsTerm)
 	if err != nil {
 		return nil, err
 	}
@@ -96,8 +97,8 @@ func (q envQuota) overLimit(resourceType string) (bool, error) {
 // reviewer decides one quota.review call.
 type reviewer struct {
 	quota quotaReader
-	// facts is the first argument, as lib.quota's review_facts writes it;
-	// counts the second: what the object counts.
+	// facts is what reviewFacts reads of the first argument; counts the
+	// second: what the object counts.
 	facts, counts map[string]any
 	params        map[string]any
 	// meta is the reviewed object's metadata (uid, name, namespace,

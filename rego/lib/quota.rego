@@ -84,12 +84,6 @@ mode := "reserve" if {
 	operation == ""
 } else := "none"
 
-# The kind of the object counted: the reviewed kind, or a Scale's workload.
-object_group_kind := [object.get(t, "apiGroup", ""), t.kind] if {
-	is_scale
-	t := scale_target
-} else := [object.get(review, ["kind", "group"], ""), object.get(review, ["kind", "kind"], "")]
-
 # ---------------------------------------------------------------------------
 # The scale subresource
 #
@@ -239,33 +233,39 @@ else := "quota.miloapis.com"
 # consumers of parameters.consumers, parameters.labelSelector before and
 # after an UPDATE, the mode, the claim and its id, quota.reserve or
 # quota.usage, every message): one evaluation, the same in Gatekeeper, in
-# the External Data provider and in quotakeeper's observer. The library
-# gives it what only Rego can read: the reviewed object (a Scale's
-# workload), its kind, and the namespace's labels from the review or
-# Gatekeeper's inventory.
+# the External Data provider and in quotakeeper's observer. It reads the
+# review and the parameters itself (the object's metadata, the kind, the
+# namespace and the labels of the namespace object Gatekeeper attaches);
+# the library adds only what Rego alone can read, from Gatekeeper's synced
+# inventory: a Scale's workload, and the namespace's labels when the review
+# carries no namespace object. Reading the rest in Rego cost more than the
+# decision (issue 23's profiles).
 
 review_facts := {
-	"operation": operation,
-	"requestUID": request_uid,
-	"dryRun": object.get(review, "dryRun", false),
-	"kind": {"apiGroup": object_group_kind[0], "kind": object_group_kind[1]},
-	"object": object.filter(object_metadata(obj), ["uid", "name", "namespace", "generation", "labels"]),
-	"oldLabels": object.get(object_metadata(old_obj), "labels", {}),
-	"namespace": namespace_name,
-	"namespaceLabels": known_namespace_labels,
-	"reviewNamespace": object.get(review, "namespace", ""),
-	"reviewName": object.get(review, "name", ""),
+	"review": review,
 	"parameters": params,
+	"scale": scale_facts,
+	"inventoryNamespaceLabels": inventory_namespace_labels,
 }
 
-object_metadata(o) := m if {
-	m := o.metadata
-	is_object(m)
-} else := {}
+# The workload a checked Scale stands for (violations calls quota.review
+# only for those), null for any other review.
+scale_facts := {
+	"kind": {"apiGroup": object.get(scale_target, "apiGroup", ""), "kind": scale_target.kind},
+	"object": {"metadata": object.get(obj, "metadata", {})},
+	"oldObject": {"metadata": object.get(old_obj, "metadata", {})},
+} if {
+	is_scale
+} else := null
 
-# The namespace's labels, null when unknown.
-known_namespace_labels := namespace_labels if {
-	namespace_labels
+# The namespace's labels in the inventory, looked up only when the review
+# carries no namespace object (Gatekeeper attaches one to every admission
+# review of a namespaced object; the frameworks' client an empty one when
+# it has none); null when it does, or the inventory lacks the namespace.
+inventory_namespace_labels := null if {
+	review.namespaceObject.metadata.name != ""
+} else := labels if {
+	labels := object.get(data.inventory.cluster.v1.Namespace[namespace_name], ["metadata", "labels"], {})
 } else := null
 
 # decided(answer) is quota.review's violations as a set, or the denial when
@@ -287,7 +287,7 @@ violations(amount, old_amount) := set() if {
 	is_scale
 	m := scale_error
 } else := set() if {
-	mode == "audit"
+	operation == "" # audit
 	not audit_asks
 } else := decided(quota.review(review_facts, {"amount": amount, "oldAmount": old_amount}))
 

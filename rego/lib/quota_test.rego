@@ -1,8 +1,9 @@
 # Tests of lib.quota. Run with `quotactl opa test --quota
 # rego/testdata/quota.yaml rego/`. What the library decides is quota.review's
-# (Go; internal/builtins/review_test.go): these tests check what the library
-# gathers for it (the facts: the reviewed object, a Scale's workload, the
-# namespace's labels, the amounts), with quota.review replaced by reported
+# (Go; internal/builtins/review_test.go, and reviewfacts_test.go for what it
+# reads of the review): these tests check what the library gathers for it
+# (a Scale's workload, the namespace's labels from the inventory, the
+# amounts), with quota.review replaced by reported
 # (which answers the facts it was given as a violation), and the test_real_*
 # tests run the real builtins against the --quota ledger.
 package lib.quota_test
@@ -57,14 +58,26 @@ acme := inventory("team-a", {"resourcemanager.miloapis.com/organization": "acme"
 create := inp(admission("CREATE", "req-1", pod("team-a", "p1", "uid-1")), pods)
 
 # quota.review replaced: the facts it was given, as one violation whose
-# message says what would be reserved (kind, object, generation, amounts).
+# message says what would be reserved (operation, the kind and object
+# counted, which are a Scale's workload's, its generation, the amounts).
 reported(f, c) := [{
 	"msg": sprintf("%s %s/%s %s uid %s gen %v: %v -> %v", [
-		f.operation, f.kind.apiGroup, f.kind.kind, f.object.name, f.object.uid,
-		object.get(f.object, "generation", 0), c.oldAmount, c.amount,
+		object.get(f.review, "operation", ""), k.apiGroup, k.kind, m.name, m.uid,
+		object.get(m, "generation", 0), c.oldAmount, c.amount,
 	]),
 	"details": f,
-}]
+}] if {
+	k := reported_kind(f)
+	m := object.get(reported_object(f), "metadata", {})
+}
+
+reported_kind(f) := f.scale.kind if {
+	f.scale != null
+} else := {"apiGroup": object.get(f.review.kind, "group", ""), "kind": f.review.kind.kind}
+
+reported_object(f) := f.scale.object if {
+	f.scale != null
+} else := f.review.object
 
 reported_msgs(vs) := {v.msg | some v in vs}
 
@@ -99,19 +112,14 @@ test_mode_delete_does_nothing if {
 # ---------------------------------------------------------------------------
 # The facts quota.review decides on
 
+# quota.review reads the review itself (internal/builtins/reviewfacts_test.go):
+# the library adds only what the inventory holds.
 test_facts_of_a_create if {
 	quotalib.review_facts == {
-		"operation": "CREATE",
-		"requestUID": "req-1",
-		"dryRun": false,
-		"kind": {"apiGroup": "", "kind": "Pod"},
-		"object": {"name": "p1", "namespace": "team-a", "uid": "uid-1"},
-		"oldLabels": {},
-		"namespace": "team-a",
-		"namespaceLabels": null,
-		"reviewNamespace": "team-a",
-		"reviewName": "p1",
+		"review": create.review,
 		"parameters": pods,
+		"scale": null,
+		"inventoryNamespaceLabels": null,
 	}
 		with input as create
 }
@@ -130,26 +138,32 @@ test_a_string_answer_denies_with_it if {
 }
 
 labels_of(review) := l if {
-	l := quotalib.review_facts.namespaceLabels with input as inp(review, by_org)
+	l := quotalib.review_facts.inventoryNamespaceLabels with input as inp(review, by_org)
 }
 
 test_namespace_labels_from_the_inventory if {
 	labels_of(create.review) == {"resourcemanager.miloapis.com/organization": "acme"} with data.inventory as acme
 }
 
-test_namespace_labels_from_the_namespace_object_win_over_the_inventory if {
+# Gatekeeper attaches the namespace object to admission reviews: quota.review
+# reads its labels, and the inventory is not looked up.
+test_namespace_labels_not_looked_up_with_a_namespace_object if {
 	ns := {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "labels": {"resourcemanager.miloapis.com/organization": "initech"}}}
-	labels_of(object.union(create.review, {"namespaceObject": ns})) == {"resourcemanager.miloapis.com/organization": "initech"} with data.inventory as acme
+	labels_of(object.union(create.review, {"namespaceObject": ns})) == null with data.inventory as acme
 }
 
-test_namespace_labels_of_a_namespace_are_its_own if {
-	ns := {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-z", "uid": "uid-ns", "labels": {"resourcemanager.miloapis.com/organization": "acme"}}}
-	labels_of(admission("CREATE", "req-1", ns)) == {"resourcemanager.miloapis.com/organization": "acme"}
-	quotalib.review_facts.namespace == "team-z" with input as inp(admission("CREATE", "req-1", ns), by_org)
+# The frameworks' client attaches an empty one when it has none.
+test_namespace_labels_from_the_inventory_with_an_empty_namespace_object if {
+	labels_of(object.union(create.review, {"namespaceObject": {}})) == {"resourcemanager.miloapis.com/organization": "acme"} with data.inventory as acme
+}
+
+test_namespace_labels_of_a_namespace_from_the_inventory_under_its_own_name if {
+	ns := {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a", "uid": "uid-ns"}}
+	labels_of(admission("CREATE", "req-1", ns)) == {"resourcemanager.miloapis.com/organization": "acme"} with data.inventory as acme
 }
 
 test_namespace_labels_unknown_when_not_synced if {
-	quotalib.review_facts.namespaceLabels == null with input as create with data.inventory as {}
+	labels_of(create.review) == null with data.inventory as {}
 }
 
 # Audit asks quota.review only when some bucket of the constraint's resource
@@ -320,8 +334,11 @@ test_scale_is_reviewed_as_the_update_of_the_synced_workload if {
 	quotalib.obj == web_at(20, 5, "41") with input as i with data.inventory as web_synced
 	quotalib.old_obj == web_at(3, 4, "41") with input as i with data.inventory as web_synced
 	f := quotalib.review_facts with input as i with data.inventory as web_synced
-	f.kind == {"apiGroup": "apps", "kind": "Deployment"}
-	f.object == {"name": "web", "namespace": "team-a", "uid": "uid-web", "generation": 5}
+	f.scale == {
+		"kind": {"apiGroup": "apps", "kind": "Deployment"},
+		"object": {"metadata": web_at(20, 5, "41").metadata},
+		"oldObject": {"metadata": web_at(3, 4, "41").metadata},
+	}
 }
 
 test_scale_up_reserves_the_growth_under_the_workloads_next_generation if {
@@ -375,7 +392,7 @@ test_scale_dry_run_predicts_the_denial_without_reserving if {
 	vs := quotalib.violations(quotalib.object_amount(quotalib.obj), quotalib.object_amount(quotalib.old_obj)) with input as inp(r, cpu_with_scale)
 		with data.inventory as web_synced
 		with quota.review as reported
-	[v.details.dryRun | some v in vs] == [true]
+	[v.details.review.dryRun | some v in vs] == [true]
 	reported_msgs(vs) == {"UPDATE apps/Deployment web uid uid-web gen 5: 1500 -> 10000"}
 }
 

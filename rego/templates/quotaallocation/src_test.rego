@@ -12,13 +12,25 @@ deployment(replicas) := {
 
 params := {"resourceType": "core/requests.cpu", "amount": {"resource": "cpu", "replicasPath": ["spec", "replicas"], "unit": "m"}}
 
-# quota.review replaced: the facts it was given (the kind, the object's uid
-# and generation, the amounts), as a violation; what it reserves for them
-# is tested in Go (internal/builtins/review_test.go).
+# quota.review replaced: the facts it was given (the kind and object
+# counted, a Scale's workload's, the object's uid and generation, the
+# amounts), as a violation; what it reserves for them is tested in Go
+# (internal/builtins/review_test.go).
 reported(f, c) := [{
-	"msg": sprintf("%s %s/%s %s gen %v: %v -> %v", [f.operation, f.kind.apiGroup, f.kind.kind, f.object.uid, object.get(f.object, "generation", 0), c.oldAmount, c.amount]),
+	"msg": sprintf("%s %s/%s %s gen %v: %v -> %v", [f.review.operation, k.apiGroup, k.kind, m.uid, object.get(m, "generation", 0), c.oldAmount, c.amount]),
 	"details": {},
-}]
+}] if {
+	k := counted_kind(f)
+	m := counted_object(f).metadata
+}
+
+counted_kind(f) := f.scale.kind if {
+	f.scale != null
+} else := {"apiGroup": f.review.kind.group, "kind": f.review.kind.kind}
+
+counted_object(f) := f.scale.object if {
+	f.scale != null
+} else := f.review.object
 
 review(op, new, old) := {"uid": "req-2", "operation": op, "kind": {"group": "apps", "version": "v1", "kind": "Deployment"}, "object": new, "oldObject": old}
 

@@ -9,9 +9,13 @@ review(op) := {"uid": "req-1", "operation": op, "kind": {"group": "", "version":
 # quota.review replaced: the facts it was given, as a violation (what it
 # decides from them is tested in Go: internal/builtins/review_test.go).
 reported(f, c) := [{
-	"msg": sprintf("%s %s %v -> %v labels %v from %v", [f.operation, f.object.uid, c.oldAmount, c.amount, object.get(f.object, "labels", {}), f.oldLabels]),
+	"msg": sprintf("%s %s %v -> %v labels %v from %v", [f.review.operation, o.metadata.uid, c.oldAmount, c.amount, labels(o), labels(f.review.oldObject)]),
 	"details": {},
-}]
+}] if {
+	o := f.review.object
+}
+
+labels(o) := object.get(o, ["metadata", "labels"], {})
 
 test_create_counts_one if {
 	msgs := {v.msg | some v in quotaentity.violation} with input as {"review": review("CREATE"), "parameters": {"resourceType": "core/configmaps"}}

@@ -4,12 +4,12 @@ package builtins
 // templates' Rego passes the review and the parameters, with the facts only
 // it can read (a Scale's workload and the namespace's labels from
 // Gatekeeper's inventory), and calls quota.review once (reviewfacts.go reads
-// them); the consumers' scopes, the mode,
-// the claim, the reservation or the read, and every message are decided
-// here, the same in Gatekeeper, in the External Data provider and in the
-// observer (which evaluates the same templates in observe mode), without
-// OPA evaluating them rule by rule for every object (issue 23: about half
-// of Gatekeeper's and the manager's CPU per create was that evaluation).
+// the argument). The consumers' scopes, the mode, the claim, the
+// reservation or the read, and every message are decided here, the same in
+// Gatekeeper, in the External Data provider and in the observer (which
+// evaluates the same templates in observe mode), without OPA evaluating
+// them rule by rule for every object (issue 23: about half of Gatekeeper's
+// and the manager's CPU per create was that evaluation).
 
 import (
 	"encoding/json"

@@ -249,14 +249,18 @@ review_facts := {
 }
 
 # The workload a checked Scale stands for (violations calls quota.review
-# only for those), null for any other review.
+# only for those), null for any other review: the metadata quota.review
+# reads (builtins.ReviewRead), not the workload, which an External Data key
+# would carry whole.
 scale_facts := {
 	"kind": {"apiGroup": object.get(scale_target, "apiGroup", ""), "kind": scale_target.kind},
-	"object": {"metadata": object.get(obj, "metadata", {})},
-	"oldObject": {"metadata": object.get(old_obj, "metadata", {})},
+	"object": {"metadata": read_metadata(obj)},
+	"oldObject": {"metadata": read_metadata(old_obj)},
 } if {
 	is_scale
 } else := null
+
+read_metadata(o) := object.filter(object.get(o, "metadata", {}), ["uid", "name", "namespace", "generation", "labels"])
 
 # The namespace's labels in the inventory, looked up only when the review
 # carries no namespace object (Gatekeeper attaches one to every admission

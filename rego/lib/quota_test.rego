@@ -336,8 +336,8 @@ test_scale_is_reviewed_as_the_update_of_the_synced_workload if {
 	f := quotalib.review_facts with input as i with data.inventory as web_synced
 	f.scale == {
 		"kind": {"apiGroup": "apps", "kind": "Deployment"},
-		"object": {"metadata": web_at(20, 5, "41").metadata},
-		"oldObject": {"metadata": web_at(3, 4, "41").metadata},
+		"object": {"metadata": {"name": "web", "namespace": "team-a", "uid": "uid-web", "generation": 5}},
+		"oldObject": {"metadata": {"name": "web", "namespace": "team-a", "uid": "uid-web", "generation": 4}},
 	}
 }
 

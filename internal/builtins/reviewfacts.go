@@ -36,16 +36,16 @@ func reviewFacts(arg *ast.Term) (map[string]any, error) {
 	if !ok {
 		return nil, rego.NewHaltError(fmt.Errorf("facts: must be an object, got %s", ast.ValueName(arg.Value)))
 	}
-	var unknown []string
+	var unknown *ast.Term
 	in.Foreach(func(k, _ *ast.Term) {
 		switch k.Value {
 		case ast.String("review"), ast.String("parameters"), ast.String("scale"), ast.String("inventoryNamespaceLabels"):
 		default:
-			unknown = append(unknown, k.String())
+			unknown = k
 		}
 	})
-	if len(unknown) > 0 {
-		return nil, rego.NewHaltError(fmt.Errorf("facts: unknown field %s", unknown[0]))
+	if unknown != nil {
+		return nil, rego.NewHaltError(fmt.Errorf("facts: unknown field %s", unknown))
 	}
 	review, ok := valueAt(in, "review").(ast.Object)
 	if !ok {

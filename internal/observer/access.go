@@ -33,9 +33,14 @@ import (
 // blindRetry is how often a kind the manager may not read is tried again.
 const blindRetry = 10 * time.Second
 
-// informTimeout bounds the wait for a new informer's first list, for a kind
-// the access review allowed but whose list still fails.
-const informTimeout = 30 * time.Second
+// informTimeout bounds one wait for a new informer's first list; the kind
+// is blind until it ends. informGiveUp is how long the informer is kept
+// listing before it is started again: a list that fails (a kind the access
+// review allowed whose list still fails) is retried forever.
+const (
+	informTimeout = 30 * time.Second
+	informGiveUp  = 10 * time.Minute
+)
 
 // reasonCannotReadKind is the reason of the Event on a constraint matching
 // a kind the manager may not read.

@@ -19,9 +19,9 @@ package observer
 //     kind is caught up when its informer has synced past R and its handler
 //     delivered R or everything its store holds (cheap, and true of a busy
 //     kind at once); a quiet kind's informer may not hear of R until the
-//     next watch bookmark (a minute), so failing that, a quorum list of the
-//     kind's metadata decides: every object listed at a revision ≤ R was
-//     delivered. Only a delete can be undelivered then, and it only
+//     next watch bookmark (a minute), so failing that, a list of the
+//     kind's metadata at a revision not older than R decides: every object
+//     listed at a revision ≤ R was delivered. Only a delete can be undelivered then, and it only
 //     over-counts.
 //
 // A write whose tally was taken after that counts every object behind the
@@ -38,6 +38,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -137,9 +138,23 @@ func (s *barrierSource) caughtUp(ctx context.Context, live client.Reader, r uint
 	delivered := s.delivered.Load()
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(s.gvk.GroupVersion().WithKind(s.gvk.Kind + "List"))
+	// Not older than r: the API server answers from its watch cache once
+	// that has reached r (a quorum list of a kind of 250,000 objects,
+	// 500 at a time from etcd, outlasted barrierTimeout under load).
+	opts := &client.ListOptions{Limit: 500, Raw: &metav1.ListOptions{
+		ResourceVersion:      strconv.FormatUint(r, 10),
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+	}}
 	for {
-		if err := live.List(ctx, list, client.Limit(500), client.Continue(list.GetContinue())); err != nil {
+		if err := live.List(ctx, list, opts); err != nil {
+			if apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+				return false, nil // its watch cache not at r yet: the next try
+			}
 			return false, fmt.Errorf("listing %s: %w", s.kind, err)
+		}
+		// A watch bookmark past r may arrive while a long list pages.
+		if s.informerCaughtUp(r) {
+			return true, nil
 		}
 		for i := range list.Items {
 			rv, err := strconv.ParseUint(list.Items[i].GetResourceVersion(), 10, 64)
@@ -153,6 +168,7 @@ func (s *barrierSource) caughtUp(ctx context.Context, live client.Reader, r uint
 		if list.GetContinue() == "" {
 			return true, nil
 		}
+		opts = &client.ListOptions{Limit: 500, Continue: list.GetContinue()}
 	}
 }
 

@@ -94,8 +94,8 @@ func (o *Observer) inform(ctx context.Context, obj client.Object, fn func(client
 }
 
 // informFrom is inform on the informers of from; it returns the informer.
-func informFrom(ctx context.Context, from cache.Informers, obj client.Object, fn func(client.Object), changed func(oldObj, newObj client.Object) bool) (cache.Informer, error) {
-	inf, err := from.GetInformer(ctx, obj)
+func informFrom(ctx context.Context, from cache.Informers, obj client.Object, fn func(client.Object), changed func(oldObj, newObj client.Object) bool, opts ...cache.InformerGetOption) (cache.Informer, error) {
+	inf, err := from.GetInformer(ctx, obj, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +135,10 @@ func informFrom(ctx context.Context, from cache.Informers, obj client.Object, fn
 // informer until the manager restarts. A kind the manager may not read is
 // left out (access.go) and reported as blind: the caller tries again.
 func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error) {
+	// One at a time: evaluate workers call it for each constraint they
+	// load, and a kind must get one informer and one handler.
+	o.watching.Lock()
+	defer o.watching.Unlock()
 	kinds, unwatchable := o.policy.matchKinds()
 	if len(unwatchable) > 0 {
 		o.log.Info("constraints that match every kind count nothing here: name their kinds in spec.match.kinds", "constraints", unwatchable)
@@ -161,36 +165,50 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error
 			blindKinds[gk] = err
 			continue
 		}
-		// A kind watched as metadata that now needs whole objects gets a
-		// second informer; the first stays (informers are never stopped).
-		var obj client.Object = &metav1.PartialObjectMetadata{}
-		if whole {
-			obj = &unstructured.Unstructured{}
+		key := listingKey{gk, whole}
+		o.mu.Lock()
+		l := o.listing[key]
+		o.mu.Unlock()
+		if l == nil {
+			// A kind watched as metadata that now needs whole objects gets
+			// a second informer; the first stays (informers are never
+			// stopped).
+			var obj client.Object = &metav1.PartialObjectMetadata{}
+			if whole {
+				obj = &unstructured.Unstructured{}
+			}
+			obj.GetObjectKind().SetGroupVersionKind(mapping.GroupVersionKind)
+			if l, err = o.startInformer(ctx, obj); err != nil {
+				blindKinds[gk] = fmt.Errorf("watch %s: %w", gk, err)
+				continue
+			}
+			o.mu.Lock()
+			o.listing[key] = l
+			o.mu.Unlock()
 		}
-		obj.GetObjectKind().SetGroupVersionKind(mapping.GroupVersionKind)
-		gvk := mapping.GroupVersionKind
-		syncCtx, cancel := context.WithTimeout(ctx, informTimeout)
-		// The barrier that frees sums asks how far this handler has
-		// delivered, from the initial list on (barrier.go).
-		source := o.addBarrierSource(gvk)
-		inf, err := informFrom(syncCtx, o.objects, obj, func(c client.Object) {
-			source.saw(c)
-			o.event(item{kind: itemObject, gvk: gvk, namespace: c.GetNamespace(), name: c.GetName()})
-		}, nil)
-		cancel()
-		if err == nil {
-			err = source.setInformer(inf)
+		if err := l.waitSynced(ctx, informTimeout); err != nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			listing := time.Since(l.since).Round(time.Second)
+			if listing < informGiveUp {
+				// Kept: a kind of many objects on a busy server may list
+				// for longer; a new informer would begin again.
+				blindKinds[gk] = fmt.Errorf("watch %s: its first list has not ended after %s", gk, listing)
+				continue
+			}
+			// A list that fails is retried forever: begin again.
+			o.dropListing(key, l)
+			blindKinds[gk] = fmt.Errorf("watch %s: no first list after %s: %w", gk, listing, err)
+			continue
 		}
-		if err != nil {
-			o.removeBarrierSource(source)
-		}
-		if err != nil {
-			// An informer that did not sync retries its list forever.
-			_ = o.objects.RemoveInformer(context.Background(), obj)
+		if err := l.source.setInformer(l.inf); err != nil {
+			o.dropListing(key, l)
 			blindKinds[gk] = fmt.Errorf("watch %s: %w", gk, err)
 			continue
 		}
 		o.mu.Lock()
+		delete(o.listing, key)
 		o.watched[gk] = mapping
 		o.whole[gk] = whole
 		o.mu.Unlock()
@@ -202,6 +220,65 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error
 		o.events.Add(item{kind: itemResync})
 	}
 	return len(blindKinds) > 0, errors.Join(errs...)
+}
+
+// listingKey names an informer of a counted kind: as metadata, or whole.
+type listingKey struct {
+	gk    schema.GroupKind
+	whole bool
+}
+
+// listingInformer is a counted kind's informer, with our handler, until
+// its first list ends. One that outlasts informTimeout is kept (the kind
+// blind meanwhile) and waited for again at the next try, up to
+// informGiveUp: at hundreds of thousands of objects on a busy API server a
+// first list takes longer, and an informer started again would begin it
+// again.
+type listingInformer struct {
+	obj    client.Object
+	inf    cache.Informer
+	source *barrierSource
+	since  time.Time
+}
+
+// startInformer starts the informer of obj's kind without waiting for its
+// first list, its handler queueing every object it delivers.
+func (o *Observer) startInformer(ctx context.Context, obj client.Object) (*listingInformer, error) {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	// The barrier that frees sums asks how far this handler has delivered,
+	// from the initial list on (barrier.go).
+	source := o.addBarrierSource(gvk)
+	inf, err := informFrom(ctx, o.objects, obj, func(c client.Object) {
+		source.saw(c)
+		o.event(item{kind: itemObject, gvk: gvk, namespace: c.GetNamespace(), name: c.GetName()})
+	}, nil, cache.BlockUntilSynced(false))
+	if err != nil {
+		o.removeBarrierSource(source)
+		_ = o.objects.RemoveInformer(context.Background(), obj)
+		return nil, err
+	}
+	return &listingInformer{obj: obj, inf: inf, source: source, since: time.Now()}, nil
+}
+
+// waitSynced waits up to timeout for the informer's first list to end.
+func (l *listingInformer) waitSynced(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if !toolscache.WaitForCacheSync(ctx.Done(), l.inf.HasSynced) {
+		return fmt.Errorf("failed waiting for its informer to sync: %w", context.DeadlineExceeded)
+	}
+	return nil
+}
+
+// dropListing stops an informer whose first list did not end.
+func (o *Observer) dropListing(key listingKey, l *listingInformer) {
+	o.mu.Lock()
+	if o.listing[key] == l {
+		delete(o.listing, key)
+	}
+	o.mu.Unlock()
+	o.removeBarrierSource(l.source)
+	_ = o.objects.RemoveInformer(context.Background(), l.obj)
 }
 
 func (o *Observer) markInformed(gvk schema.GroupVersionKind) bool {

@@ -175,6 +175,9 @@ type Observer struct {
 	viewClient client.Client
 	views      *viewSet // guarded by mu
 
+	// watching serializes watchMatchedKinds; taken before mu, never under it.
+	watching sync.Mutex
+
 	mu        sync.Mutex
 	tally     *counting.Tally
 	known     map[string]item                        // tally refs
@@ -184,6 +187,7 @@ type Observer struct {
 	blind     map[schema.GroupKind]error             // matched kinds the manager may not read (access.go)
 	held      heldTypes                              // resource types not written meanwhile
 	informed  map[schema.GroupVersionKind]bool       // informers with our handler
+	listing   map[listingKey]*listingInformer        // informers of counted kinds whose first list has not ended
 	lastWrite map[ledger.BucketKey]time.Time
 	// reservationClock: when this observer first saw each reservation.
 	reservationClock *counting.ReservationClock
@@ -245,6 +249,7 @@ func New(mgr manager.Manager, opts Options) (*Observer, error) {
 		stamps:           map[string]stamp{},
 		watched:          map[schema.GroupKind]*meta.RESTMapping{},
 		whole:            map[schema.GroupKind]bool{},
+		listing:          map[listingKey]*listingInformer{},
 		informed:         map[schema.GroupVersionKind]bool{},
 		lastWrite:        map[ledger.BucketKey]time.Time{},
 		reservationClock: counting.NewReservationClock(opts.MinReservationAge),

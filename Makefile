@@ -576,7 +576,7 @@ run: testbin $(RUN_GATEKEEPER) manager $(HELM) ## The main job: a local control 
 #   make load LOAD_FLAGS='-replicas 1 -namespaces 10 -creates 5 -creators 10 -prefill 200'
 LOAD_FLAGS ?=
 
-load: testbin gatekeeper $(if $(LOAD_MODES),$(GATEKEEPER_STOCK)) manager $(HELM) ## Load run (issue 10): creates through phases a-f and v on a local cluster, per Gatekeeper replica count (GATEKEEPER=stock: both admission modes, (c) side by side); not part of test.
+load: testbin gatekeeper $(if $(LOAD_MODES),$(GATEKEEPER_STOCK)) manager $(HELM) ## Load run (issue 10): creates through phases a-f, h and v on a local cluster, per Gatekeeper replica count (GATEKEEPER=stock: both admission modes, (c) side by side); not part of test.
 	go run $(GO_BUILD_FLAGS) ./cmd/quotakeeper-load --gatekeeper $(GATEKEEPER_BIN) --manager $(MANAGER) $(LOAD_MODES) $(LOAD_FLAGS)
 
 clean: ## Remove build outputs (keeps the cached test binaries).

@@ -113,7 +113,14 @@ func (h *harness) downtimePhase(ctx context.Context) error {
 			}
 			event <- st.event(ctx)
 		}()
+		before := h.cpu()
+		if st.event != nil {
+			// The manager stops or starts as the stretch does: its CPU is
+			// the new process's, from its start (none while it is down).
+			delete(before, "manager")
+		}
 		r := h.driveQueue(ctx, queue, 0)
+		after := h.cpu()
 		if err := <-event; err != nil {
 			stopSampling()
 			<-sampled
@@ -135,6 +142,7 @@ func (h *harness) downtimePhase(ctx context.Context) error {
 		}
 		h.printf("(g) %-7s %6d creates, %6d admitted, %d denied by quota, %d failed in %s: %.1f/s (%s), p50 %s, p99 %s\n",
 			st.name, r.attempts, r.admitted, r.denied, r.failed(), r.wall.Round(100*time.Millisecond), r.rate(), vs, r.p(50), r.p(99))
+		h.perCreate(before, after, r)
 		h.printFailures(&r.failures)
 		if r.failed() > 0 {
 			h.violate("(g) %s: %d creates failed", st.name, r.failed())

@@ -2,7 +2,7 @@
 // starts the local cluster (package localcluster: etcd, kube-apiserver,
 // Gatekeeper with the plugin behind the loopback balancer, the manager) at
 // Gatekeeper's default audit interval, then measures ConfigMap creates from
-// many concurrent creators through six phases, each a run of its own on
+// many concurrent creators through its phases, each a run of its own on
 // namespaces of its own. With -modes builtins,externalData (make load
 // GATEKEEPER=stock) it runs them again on a stock Gatekeeper whose
 // templates are the External Data twins (the manager's provider decides),
@@ -16,6 +16,8 @@
 //	(e) the shared quota of (c) with a limit of half the creates
 //	(f) the shared quota of (c) with many objects already counted (prefilled
 //	    through the same quota path)
+//	(h) (c) again right after (f), nothing counted in its bucket: the
+//	    cluster's extra objects without the count (f/h beside f/c)
 //	(r) a manager restart with 1 and with -restart-objects objects counted:
 //	    how long until a create made at the restart is counted (restart.go)
 //
@@ -89,7 +91,7 @@ func main() {
 	flag.DurationVar(&cfg.downtime, "downtime", 10*time.Minute, "how long phase (g) keeps creating with the manager down")
 	flag.Int64Var(&cfg.grant, "grant", 1_000_000, "the shared bucket's grant in phases (c) and (f)")
 	flag.StringVar(&replicas, "replicas", "1,3", "Gatekeeper replica counts, comma-separated: the whole run once per count, on a fresh cluster")
-	flag.StringVar(&phases, "phases", "a,b,c,d,e,f,v,r", "phases to run, comma-separated")
+	flag.StringVar(&phases, "phases", "a,b,c,d,e,f,h,v,r", "phases to run, comma-separated")
 	flag.StringVar(&cfg.dir, "dir", filepath.Join(root, "_output", "load"), "directory for each cluster's kubeconfig, certificates and logs (replaced)")
 	flag.StringVar(&cfg.gatekeeper, "gatekeeper", filepath.Join(root, "bin", "gatekeeper"), "Gatekeeper binary built with the plugin (make gatekeeper)")
 	flag.StringVar(&cfg.stockGatekeeper, "stock-gatekeeper", "", "stock Gatekeeper binary (make gatekeeper-stock), for -modes externalData")
@@ -224,8 +226,8 @@ func parsePhases(s string) (map[string]bool, error) {
 	out := map[string]bool{}
 	for f := range strings.SplitSeq(s, ",") {
 		f = strings.TrimSpace(f)
-		if len(f) != 1 || (f < "a" || f > "g") && f != "r" && f != "v" {
-			return nil, fmt.Errorf("%q: want letters a to g, r or v", f)
+		if len(f) != 1 || (f < "a" || f > "h") && f != "r" && f != "v" {
+			return nil, fmt.Errorf("%q: want letters a to h, r or v", f)
 		}
 		out[f] = true
 	}

@@ -44,8 +44,9 @@ const (
 
 // order is the order phases run in: the three without quotakeeper quota
 // first, so that the quota phases, not the baselines, carry the objects
-// that earlier phases leave in the cluster.
-var order = []string{"a", "b", "d", "c", "e", "f", "v"}
+// that earlier phases leave in the cluster; (h) right after (f), in the
+// cluster (f)'s prefill left.
+var order = []string{"a", "b", "d", "c", "e", "f", "h", "v"}
 
 var titles = map[string]string{
 	"a": "no matching constraint",
@@ -54,11 +55,14 @@ var titles = map[string]string{
 	"d": "in-tree ResourceQuota per namespace",
 	"e": "shared quota, limit = half the creates",
 	"f": "shared quota, prefilled",
+	"h": "shared quota, after the prefill",
 	"v": "shared quota with ResourceClaim views",
 }
 
 // sharedQuota: the phases that create against the shared Organization quota.
-func sharedQuota(id string) bool { return id == "c" || id == "e" || id == "f" || id == "v" }
+func sharedQuota(id string) bool {
+	return id == "c" || id == "e" || id == "f" || id == "h" || id == "v"
+}
 
 // result is one measured run.
 type result struct {
@@ -282,7 +286,7 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 		if err := h.resourceQuotas(ctx, namespaces); err != nil {
 			return nil, err
 		}
-	case "c", "e", "f", "v":
+	case "c", "e", "f", "h", "v":
 		switch id {
 		case "e":
 			limit = int64(total / 2)
@@ -358,7 +362,7 @@ func (h *harness) phase(ctx context.Context, id string) (*result, error) {
 		if err := h.checkInTree(ctx, namespaces); err != nil {
 			return nil, err
 		}
-	case "c", "e", "f", "v":
+	case "c", "e", "f", "h", "v":
 		if id == "e" {
 			live, err := h.live(ctx, namespaces)
 			if err != nil {
@@ -705,7 +709,7 @@ func (h *harness) summary(results map[string]*result) {
 	h.printf("\nsummary, %d Gatekeeper replica(s):\n", h.replicas)
 	tw := tabwriter.NewWriter(h.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PHASE\tCREATES\tADMITTED\tDENIED\tFAILED\tRATE/S\tP50\tP99")
-	for _, id := range []string{"a", "b", "c", "d", "e", "f", "v"} {
+	for _, id := range []string{"a", "b", "c", "d", "e", "f", "h", "v"} {
 		r, ok := results[id]
 		if !ok {
 			continue
@@ -725,5 +729,5 @@ func (h *harness) summary(results map[string]*result) {
 		rb, okb := rt(b)
 		return ratio(ra, rb, oka, okb)
 	}
-	h.printf("ratios: c/d %s  c/b %s  f/c %s  v/c %s\n", ratioOf("c", "d"), ratioOf("c", "b"), ratioOf("f", "c"), ratioOf("v", "c"))
+	h.printf("ratios: c/d %s  c/b %s  f/c %s  f/h %s  v/c %s\n", ratioOf("c", "d"), ratioOf("c", "b"), ratioOf("f", "c"), ratioOf("f", "h"), ratioOf("v", "c"))
 }

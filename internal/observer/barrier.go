@@ -21,8 +21,10 @@ package observer
 //     kind at once); a quiet kind's informer may not hear of R until the
 //     next watch bookmark (a minute), so failing that, a list of the
 //     kind's metadata at a revision not older than R decides: every object
-//     listed at a revision ≤ R was delivered. Only a delete can be undelivered then, and it only
-//     over-counts.
+//     listed was delivered at its listed revision (one created before R and
+//     changed since is listed at the later revision, so that revision, not
+//     only those up to R, must have been delivered). Only a delete can be
+//     undelivered then, and it only over-counts.
 //
 // A write whose tally was taken after that counts every object behind the
 // sum that exists, and frees the sum in the same write (Observation.Fold),
@@ -161,7 +163,10 @@ func (s *barrierSource) caughtUp(ctx context.Context, live client.Reader, r uint
 			if err != nil {
 				return false, fmt.Errorf("%s %s: resourceVersion %q is not a number", s.kind, list.Items[i].GetName(), list.Items[i].GetResourceVersion())
 			}
-			if rv <= r && rv > delivered {
+			// Newer than what the handler delivered: it may have been
+			// created before r and changed since, its create undelivered
+			// too. A quiet kind's handler soon has it.
+			if rv > delivered {
 				return false, nil
 			}
 		}

@@ -166,9 +166,7 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error
 			continue
 		}
 		key := listingKey{gk, whole}
-		o.mu.Lock()
 		l := o.listing[key]
-		o.mu.Unlock()
 		if l == nil {
 			// A kind watched as metadata that now needs whole objects gets
 			// a second informer; the first stays (informers are never
@@ -182,9 +180,7 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error
 				blindKinds[gk] = fmt.Errorf("watch %s: %w", gk, err)
 				continue
 			}
-			o.mu.Lock()
 			o.listing[key] = l
-			o.mu.Unlock()
 		}
 		if err := l.waitSynced(ctx, informTimeout); err != nil {
 			if ctx.Err() != nil {
@@ -207,8 +203,8 @@ func (o *Observer) watchMatchedKinds(ctx context.Context) (blind bool, err error
 			blindKinds[gk] = fmt.Errorf("watch %s: %w", gk, err)
 			continue
 		}
-		o.mu.Lock()
 		delete(o.listing, key)
+		o.mu.Lock()
 		o.watched[gk] = mapping
 		o.whole[gk] = whole
 		o.mu.Unlock()
@@ -270,13 +266,10 @@ func (l *listingInformer) waitSynced(ctx context.Context, timeout time.Duration)
 	return nil
 }
 
-// dropListing stops an informer whose first list did not end.
+// dropListing stops an informer whose first list did not end. The caller
+// holds o.watching.
 func (o *Observer) dropListing(key listingKey, l *listingInformer) {
-	o.mu.Lock()
-	if o.listing[key] == l {
-		delete(o.listing, key)
-	}
-	o.mu.Unlock()
+	delete(o.listing, key)
 	o.removeBarrierSource(l.source)
 	_ = o.objects.RemoveInformer(context.Background(), l.obj)
 }

@@ -175,8 +175,11 @@ type Observer struct {
 	viewClient client.Client
 	views      *viewSet // guarded by mu
 
-	// watching serializes watchMatchedKinds; taken before mu, never under it.
+	// watching serializes watchMatchedKinds and guards listing, the
+	// informers of counted kinds whose first list has not ended (taken
+	// before mu, never under it).
 	watching sync.Mutex
+	listing  map[listingKey]*listingInformer
 
 	mu        sync.Mutex
 	tally     *counting.Tally
@@ -187,7 +190,6 @@ type Observer struct {
 	blind     map[schema.GroupKind]error             // matched kinds the manager may not read (access.go)
 	held      heldTypes                              // resource types not written meanwhile
 	informed  map[schema.GroupVersionKind]bool       // informers with our handler
-	listing   map[listingKey]*listingInformer        // informers of counted kinds whose first list has not ended
 	lastWrite map[ledger.BucketKey]time.Time
 	// reservationClock: when this observer first saw each reservation.
 	reservationClock *counting.ReservationClock

@@ -67,7 +67,8 @@ HELM := $(BIN)/helm-$(HELM_VERSION)
 CYCLONEDX_GOMOD_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/CycloneDX/cyclonedx-gomod") print $$(i+1)}' hack/tools/cyclonedx-gomod/go.mod)
 CYCLONEDX_GOMOD := $(BIN)/cyclonedx-gomod-$(CYCLONEDX_GOMOD_VERSION)
 
-GO_TEST_FLAGS ?= -race -count=1 -timeout 30m
+# V=1: every test's name and result (.ci/run lists them: _output/ci/tests.tsv).
+GO_TEST_FLAGS ?= -race -count=1 -timeout 30m $(if $(V),-v)
 
 # The version every binary prints (--version; quotactl version): git describe
 # of the checkout, "dev" outside git. Releases are cut from tags vMAJOR.MINOR.PATCH
@@ -87,7 +88,7 @@ GO_BUILD_FLAGS := -trimpath -ldflags '$(LDFLAGS)'
 # `go test -race` needs cgo. test/binaries checks the outputs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build generate verify lint vet test unit fuzz bench testbin node-bin node-e2e gatekeeper gatekeeper-stock manager quotactl kubectl-quota images release release-test e2e faults exactness run load clean help
+.PHONY: all build tools generate verify lint vet test test-e2e unit fuzz bench testbin node-bin node-e2e gatekeeper gatekeeper-stock manager quotactl kubectl-quota images release release-test e2e faults exactness run load clean help
 
 all: build
 
@@ -178,6 +179,11 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	go test -count=1 -run '^(TestStockChartRendersOurValues|TestGatekeeperValuesAreSafe|TestQuotaRulesCoverTheCountedKinds|TestNamespaceConditionSendsOnlyConsumerLabelWrites)$$' ./internal/localcluster/
 	@linked=$$(go list -deps ./plugin | sed -E -n 's@^github.com/quotakeeper/quotakeeper/(internal/[^/]*|[^/]*).*@\1@p' | sort -u); \
 	for p in $$linked; do case " $(GATEKEEPER_PACKAGES) " in *" $$p "*) ;; *) echo "GATEKEEPER_PACKAGES misses $$p, which the plugin links"; exit 1;; esac; done
+
+# Every tool binary: each is built from a module of its own under hack/tools
+# (none reads the main module, so they build side by side: make -j2 tools).
+TOOLS := $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) $(CRD_REF_DOCS) $(CODEGEN) $(IMAGES_TOOL) $(CYCLONEDX_GOMOD)
+tools: $(TOOLS) ## Build the tools verify, generate and release use into bin/, keyed by version.
 
 lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml's linters.
 	$(GOLANGCI_LINT) run --allow-serial-runners ./...
@@ -399,28 +405,57 @@ unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
 	cd api && go test $(GO_TEST_FLAGS) -short ./...
 
-test: verify testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota images $(HELM) ## Everything CI runs: verify, Rego tests, template suites, the image tool's tests, then unit, envtest and end-to-end suites with the race detector, the end-to-end suite again on stock Gatekeeper (External Data), the exactness harness with capacity leases, then the fault suite alone.
+# The test tiers (docs/operations.md, "The test loop"), as Kueue and Cluster
+# API split theirs: make test is the README's command, what a developer runs
+# and answers in minutes; the suites that each start a whole local cluster
+# and run for many minutes are targets of their own, and .ci/run runs every
+# tier.
+#
+# E2E_TIER: the packages whose every test starts Gatekeeper replicas and the
+# manager on a local cluster of their own (test/e2e, the fault suite, the
+# lockout suites) or a real node (test/node). make test runs the rest, and of
+# test/e2e only E2E_SMOKE, once in each admission mode.
+E2E_TIER  := /test/(e2e|faults|lockout|node)(/|$$)
+# The smoke: what a user does first, admitted and denied through Gatekeeper in
+# each mode: an Entity quota on one namespace, one shared across namespaces,
+# a ClaimCreationPolicy, an owning service's Allocation claims.
+E2E_SMOKE := ^(TestEntityQuota|TestSharedQuotaAcrossNamespaces|TestClaimCreationPolicyAdmitsUpToTheGrant|TestAllocationClaims)$$
+# The end-to-end suites test processes the test binary only drives: the
+# race detector is the point of the unit and envtest suites, where our code
+# runs in the test binary, not here (and it would slow the driver that
+# measures latencies and races creates against the limit).
+# -parallel: the suite's independent tests (t.Parallel) mostly wait on the
+# cluster (a count folded, a reservation expired), so more of them run at
+# once than there are cores.
+E2E_TEST_FLAGS ?= -count=1 -timeout 30m -parallel 6
+# E2E_SKIP: tests make test-e2e leaves out (.ci/run: the smoke, which make
+# test ran already in both modes).
+E2E_SKIP ?=
+E2E_RUN = $(if $(E2E_SKIP),-skip '$(E2E_SKIP)')
+
+test: testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota $(HELM) ## The README's test command: Rego tests, template suites, every package's unit and envtest suites with the race detector (fuzz seed corpora included), and the end-to-end smoke in both admission modes. The tiers after it: test-e2e, faults, fuzz, exactness, node-e2e; .ci/run runs them all.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
 	$(QUOTACTL) verify templates/
 	cd hack/tools/images && go test -count=1 ./...
-	@# The fault suite kills and stops its own control plane on a timetable:
-	@# it runs alone, after the rest, not beside the end-to-end cluster.
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -v /test/faults)
+	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vE '$(E2E_TIER)')
 	cd api && go test $(GO_TEST_FLAGS) ./...
-	@# The end-to-end suite again on a stock Gatekeeper with the templates'
-	@# External Data twins (test/e2e/main_test.go): the second admission mode.
-	QUOTAKEEPER_ADMISSION=externalData go test $(GO_TEST_FLAGS) ./test/e2e/
+	go test $(E2E_TEST_FLAGS) -v -run '$(E2E_SMOKE)' ./test/e2e/
+	QUOTAKEEPER_ADMISSION=externalData go test $(E2E_TEST_FLAGS) -v -run '$(E2E_SMOKE)' ./test/e2e/
+
+test-e2e: testbin gatekeeper gatekeeper-stock manager $(HELM) ## The end-to-end tier: test/e2e in both admission modes, the exactness harness and the creators at the limit again with capacity leases taken to the last create, the lockout suites of both modes.
+	go test $(E2E_TEST_FLAGS) -v $(E2E_RUN) ./test/e2e/ ./test/lockout/...
+	@# The second admission mode: a stock Gatekeeper with the templates'
+	@# External Data twins (test/e2e/main_test.go).
+	QUOTAKEEPER_ADMISSION=externalData go test $(E2E_TEST_FLAGS) -v $(E2E_RUN) ./test/e2e/
 	@# The exactness harness and the concurrent creators at the limit once
 	@# more with capacity leases on, taken down to one create's worth, a
 	@# Gatekeeper replica killed while it holds them (make exactness LEASES=1
 	@# runs the harness long).
-	QUOTAKEEPER_CAPACITY_LEASES=1 go test $(GO_TEST_FLAGS) -run '^(TestExactnessUnderRandomTenantActions|TestConcurrentCreatorsAcrossReplicas)$$' ./test/e2e/
-	go test $(GO_TEST_FLAGS) ./test/faults/
-	$(MAKE) fuzz FUZZTIME=$(TEST_FUZZTIME)
+	QUOTAKEEPER_CAPACITY_LEASES=1 go test $(E2E_TEST_FLAGS) -v -run '^(TestExactnessUnderRandomTenantActions|TestConcurrentCreatorsAcrossReplicas)$$' ./test/e2e/
 
 # Go fuzz targets, package:target. Their seed corpora (testdata/fuzz/<target>/)
 # also run as ordinary tests in every go test; `make fuzz` mutates them for
-# FUZZTIME each, and `make test` runs each one for TEST_FUZZTIME. A failure
+# FUZZTIME each (.ci/run: 2,000 inputs each). A failure
 # leaves the input that found it in the package's testdata/fuzz/<target>/:
 # fix the bug and commit that file, a regression seed from then on.
 FUZZ_TARGETS := internal/builtins:FuzzDecodeClaim internal/builtins:FuzzDecodeQuery internal/builtins:FuzzQuantity \
@@ -428,11 +463,6 @@ FUZZ_TARGETS := internal/builtins:FuzzDecodeClaim internal/builtins:FuzzDecodeQu
 	internal/validation:FuzzValidateRegistration internal/webhooks:FuzzPolicyValidators \
 	internal/webhooks:FuzzValidateBypassSpec
 FUZZTIME      ?= 10s
-# A count, not a duration: with a duration, Go 1.26's fuzz coordinator can
-# report its own deadline as a failure ("context deadline exceeded", no
-# input written) on a busy machine, golang/go#75804, fixed in Go 1.27. 2,000
-# inputs take 1-5 s per target here.
-TEST_FUZZTIME ?= 2000x
 
 fuzz: ## Run each fuzz target for FUZZTIME (default 10s; longer: make fuzz FUZZTIME=10m).
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -442,10 +472,10 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; longer: make fuzz FUZZT
 	done
 
 e2e: testbin gatekeeper $(if $(E2E_ENV),$(GATEKEEPER_STOCK)) manager $(HELM) ## End-to-end tests only: Gatekeeper replicas, the manager and a real control plane (GATEKEEPER=stock: on stock Gatekeeper, External Data).
-	$(E2E_ENV) $(LEASES_ENV) go test $(GO_TEST_FLAGS) -v ./test/e2e/
+	$(E2E_ENV) $(LEASES_ENV) go test $(E2E_TEST_FLAGS) -v ./test/e2e/
 
-faults: testbin gatekeeper manager $(HELM) ## The fault suite only: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults).
-	go test $(GO_TEST_FLAGS) -v ./test/faults/
+faults: testbin gatekeeper manager $(HELM) ## The fault suite: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults). It kills and stops its own control plane on a timetable: run it alone.
+	go test $(E2E_TEST_FLAGS) -v ./test/faults/
 
 # A real node joined to the bed's control plane (test/node): containerd with
 # our images imported, kubelet, kube-scheduler; the test runs the manager's
@@ -485,7 +515,7 @@ EXACTNESS_ACTIONS ?= 2000
 EXACTNESS_SEED    ?= 0
 
 exactness: testbin gatekeeper $(if $(E2E_ENV),$(GATEKEEPER_STOCK)) manager $(HELM) ## Long exactness run: make exactness EXACTNESS_ACTIONS=2000 EXACTNESS_SEED=42 (GATEKEEPER=stock: on stock Gatekeeper; LEASES=1: capacity leases on); not part of test.
-	$(E2E_ENV) $(LEASES_ENV) go test -race -count=1 -timeout 60m -v -run '^TestExactnessUnderRandomTenantActions$$' ./test/e2e/ \
+	$(E2E_ENV) $(LEASES_ENV) go test -count=1 -timeout 60m -v -run '^TestExactnessUnderRandomTenantActions$$' ./test/e2e/ \
 		-args -exactness.actions=$(EXACTNESS_ACTIONS) -exactness.seed=$(EXACTNESS_SEED)
 
 # Benchmarks that talk to an apiserver run a fixed count: their b.N would
@@ -578,6 +608,9 @@ LOAD_FLAGS ?=
 
 load: testbin gatekeeper $(if $(LOAD_MODES),$(GATEKEEPER_STOCK)) manager $(HELM) ## Load run (issue 10): creates through phases a-f, h and v on a local cluster, per Gatekeeper replica count (GATEKEEPER=stock: both admission modes, (c) side by side); not part of test.
 	go run $(GO_BUILD_FLAGS) ./cmd/quotakeeper-load --gatekeeper $(GATEKEEPER_BIN) --manager $(MANAGER) $(LOAD_MODES) $(LOAD_FLAGS)
+
+print-%: ## Print a variable: make -s print-E2E_SMOKE.
+	@echo '$($*)'
 
 clean: ## Remove build outputs (keeps the cached test binaries).
 	rm -rf vendor _output

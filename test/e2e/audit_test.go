@@ -18,6 +18,7 @@ import (
 // is within its limit it reports nothing (the plugin's over-limit index says
 // so without reading the objects' buckets).
 func TestAuditReportsConsumersOverTheirLimit(t *testing.T) {
+	t.Parallel()
 	const ns, rt, name = "e2e-audit", "e2e.quota/audit-configmaps", "e2e-audit"
 	namespace(t, ns, nil)
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)

@@ -50,6 +50,7 @@ func claimPolicy(t *testing.T, p *quotav1alpha1.ClaimCreationPolicy) {
 // (claims Granted, owned, labelled) and denies the third, and deleting an
 // object returns its quota.
 func TestClaimCreationPolicyAdmitsUpToTheGrant(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-ccp", "e2e.quota/ccp-configmaps"
 	namespace(t, ns, nil)
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
@@ -99,6 +100,7 @@ func TestClaimCreationPolicyAdmitsUpToTheGrant(t *testing.T) {
 // Any CEL error at admission denies with its message (Milo fails open here);
 // an object that existed before the policy is counted the same way.
 func TestClaimCreationPolicyCELErrorDenies(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-ccp-payload", "e2e.quota/ccp-payload-bytes"
 	namespace(t, ns, nil)
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
@@ -147,6 +149,7 @@ func TestClaimCreationPolicyCELErrorDenies(t *testing.T) {
 // path, and nothing is stored (the envtest suites in controllers cover each
 // kind of mistake).
 func TestClaimCreationPolicyInvalidCELIsRefused(t *testing.T) {
+	t.Parallel()
 	p := builders.ClaimPolicy("e2e-ccp-invalid", "v1", "ConfigMap",
 		quotav1alpha1.ConsumerRefTemplate{Kind: "Namespace", Name: "{{ trigger.metadata.namespace }}"}).
 		Condition("true").Condition("invalid_function()").

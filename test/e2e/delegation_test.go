@@ -146,6 +146,7 @@ func (h *handedOut) total() int64 {
 // and however many at once, and never a platform grant or another
 // organization's namespace.
 func TestDelegatedSubdivision(t *testing.T) {
+	t.Parallel()
 	const rt = "e2e.quota/delegated-configmaps"
 	const nsA, nsB, nsX = "e2e-deleg-a", "e2e-deleg-b", "e2e-deleg-x"
 	orgLabel := quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization")

@@ -18,6 +18,7 @@ import (
 func TestADeniedReviewGivesItsReservationsBackAtOnce(t *testing.T) {
 	skipInStockMode(t, "giving a denied review's reservations back is the plugin's wrapper of Gatekeeper's validation handler; "+
 		"on a stock Gatekeeper they hold until they expire (reservationTTL), a false denial near the limit, never an excess")
+	t.Parallel()
 	const ns, cms, units = "e2e-denied-review", "e2e.quota/denied-review-configmaps", "e2e.quota/denied-review-units"
 	// Two quota constraints on every ConfigMap of ns: a QuotaEntity counting
 	// them (2), and a QuotaAllocation counting their units (2).

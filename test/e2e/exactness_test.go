@@ -107,6 +107,7 @@ func liveUnits(t *testing.T, ns string) int64 {
 // the object counts what the update asked for; folded at once, as it was,
 // another create took the same quota and the namespace held 18 of 10.
 func TestAnUpdateInFlightOfAKindWithoutGenerationStaysReserved(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-nogeneration", "e2e.quota/nogeneration-units"
 	consumer := unitsQuota(t, ns, rt, 10)
 	a := unitsConfigMap(ns, "a", 1)
@@ -175,6 +176,7 @@ func TestAnUpdateInFlightOfAKindWithoutGenerationStaysReserved(t *testing.T) {
 // containers each count. A sum over the template's containers counted each
 // of these 0, and 4 replicas of a core were admitted under 2 cores.
 func TestPodRequestsCountAsKubernetesComputesThem(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-podrequests", "e2e.quota/podrequests-cpu"
 	consumer := cpuQuota(t, ns, rt, 2000)
 	core := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
@@ -215,6 +217,7 @@ func TestPodRequestsCountAsKubernetesComputesThem(t *testing.T) {
 // webhook now refuses such a constraint, saying what to add; the checked
 // scale itself is TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas.
 func TestACountOfReplicasThatLeavesScaleUncheckedIsRefused(t *testing.T) {
+	t.Parallel()
 	c := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "constraints.gatekeeper.sh/v1beta1",
 		"kind":       "QuotaAllocation",
@@ -253,6 +256,7 @@ func TestACountOfReplicasThatLeavesScaleUncheckedIsRefused(t *testing.T) {
 // template reviewed only CREATE) and the observer counted 40 of 8. An
 // UPDATE now reserves what grows, and is denied past the limit.
 func TestAClaimPolicyUpdateReservesWhatGrows(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-ccp-update", "e2e.quota/ccp-update-bytes"
 	namespace(t, ns, nil)
 	registration(t, rt, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer)
@@ -296,6 +300,7 @@ func TestAClaimPolicyUpdateReservesWhatGrows(t *testing.T) {
 // by parameters.labelSelector, an update that labels an object into scope
 // is charged like a create; match.labelSelector is refused.
 func TestLabellingObjectsIntoScopeIsChargedLikeACreate(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-labelscope", "e2e.quota/labelscope-configmaps"
 	namespace(t, ns, nil)
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
@@ -355,6 +360,7 @@ func TestLabellingObjectsIntoScopeIsChargedLikeACreate(t *testing.T) {
 // recounted until the manager publishes the constraint's policy version,
 // and from then on with the bucket already counting every existing object.
 func TestANewConstraintIsNotDecidedUntilItsObjectsAreCounted(t *testing.T) {
+	t.Parallel()
 	const ns, rt, existing = "e2e-recount", "e2e.quota/recount-configmaps", 200
 	namespace(t, ns, nil)
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
@@ -435,6 +441,7 @@ func TestANewConstraintIsNotDecidedUntilItsObjectsAreCounted(t *testing.T) {
 // (the plugin's handler wrapper does): b's QuotaEntity reservation of 1
 // holds that last unit until it expires, and c gets in after that.
 func TestTwoConstraintsOnOneBucketReserveWhatIsCounted(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-twoconstraints", "e2e.quota/twoconstraints-units"
 	consumer := unitsQuota(t, ns, rt, 6)
 	quotaEntity(t, ns+"-count", []string{ns}, map[string]any{"resourceType": rt})
@@ -679,6 +686,7 @@ func TestTwoUpdatesOfTheSameGrowthAreEachReserved(t *testing.T) {
 // charges by its own cache of the namespace's labels
 // (docs/architecture.md).
 func TestANamespaceMovedIntoAConsumerBringsItsUsage(t *testing.T) {
+	t.Parallel()
 	const prefix, rt, limit = "e2e-move", "e2e.quota/move-configmaps", 3
 	orgLabel := quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization")
 	org := quotav1alpha1.ConsumerRef{APIGroup: orgGroup, Kind: "Organization", Name: prefix}

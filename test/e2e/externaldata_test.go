@@ -187,6 +187,7 @@ func TestProviderAnswersWithinItsTimeout(t *testing.T) {
 // its certificate.)
 func TestProviderAnswersOnlyGatekeeper(t *testing.T) {
 	skipUnlessStockMode(t)
+	t.Parallel()
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(cluster.CAData())
 	stranger := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13}}}

@@ -25,6 +25,7 @@ import (
 // grant (owned by the namespace), follows a relabel, and deletes the grant
 // when the label goes or the namespace is deleted.
 func TestGrantPolicyProvisionsWhatGatekeeperEnforces(t *testing.T) {
+	t.Parallel()
 	const ns, rt, tier = "e2e-tenant", "e2e.quota/policy-configmaps", "e2e.quota/tier"
 	ctx := context.Background()
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)

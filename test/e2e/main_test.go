@@ -47,6 +47,10 @@ var leasesOn bool
 // External Data twins.
 var stockMode bool
 
+// The tests share one cluster. Those that restart processes, change
+// cluster-wide configuration, read global metrics or measure (or race a
+// deadline) run sequentially first; the rest touch only objects named for
+// them and call t.Parallel() (after any skip), so they run together after.
 func TestMain(m *testing.M) {
 	switch mode := os.Getenv(AdmissionEnv); mode {
 	case "", "builtins":

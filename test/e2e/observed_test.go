@@ -116,6 +116,7 @@ func mustScale(t *testing.T, d *appsv1.Deployment, replicas int32) {
 // admitted and counted exactly; growth past the grant is denied with the
 // observed numbers; the delete returns everything.
 func TestScalingDownAndUpCountsWhatRuns(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-scale", "e2e.quota/scale-cpu"
 	consumer := cpuQuota(t, ns, rt, 2000)
 
@@ -209,6 +210,7 @@ func denial(constraint, msg string) string {
 // update of spec.replicas and holds nothing; scaling to 4 is admitted and
 // counted, and the bucket settles at exactly the grant.
 func TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-scale-subresource", "e2e.quota/scale-subresource-cpu"
 	consumer := cpuQuota(t, ns, rt, 2000)
 	web := deployment(ns, "web", 3, "500m")
@@ -264,6 +266,7 @@ func TestScaleSubresourceIsCheckedLikeAnUpdateOfReplicas(t *testing.T) {
 // never counts: its reservation, keyed by the generation it would have
 // produced, expires, and the object keeps counting what it is.
 func TestARejectedUpdateLeaksNothing(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-rejected", "e2e.quota/rejected-cpu"
 	consumer := cpuQuota(t, ns, rt, 2000)
 	web := deployment(ns, "web", 2, "500m")
@@ -309,6 +312,7 @@ func TestARejectedUpdateLeaksNothing(t *testing.T) {
 // ConfigMaps created before their quota constraint are counted once it
 // exists, and the quota left is what they leave.
 func TestObjectsCreatedBeforeTheConstraintAreCounted(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-predate", "e2e.quota/predate-configmaps"
 	namespace(t, ns, nil)
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
@@ -329,6 +333,7 @@ func TestObjectsCreatedBeforeTheConstraintAreCounted(t *testing.T) {
 // Moving a namespace to another organization (relabelling it) moves what
 // its objects count: the old organization pays nothing any more.
 func TestRelabellingANamespaceMovesItsUsage(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-relabel", "e2e.quota/relabel-configmaps"
 	orgLabel := quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization")
 	namespace(t, ns, map[string]string{orgLabel: "e2e-relabel-a"})
@@ -369,6 +374,7 @@ func TestRelabellingANamespaceMovesItsUsage(t *testing.T) {
 // its limit and never holds quota: nothing is counted, and whatever the
 // admission path reserved drains within the reservation TTL.
 func TestWarnAndDryrunConstraintsHoldNothing(t *testing.T) {
+	t.Parallel()
 	for _, action := range []string{"warn", "dryrun"} {
 		t.Run(action, func(t *testing.T) {
 			ns, rt := "e2e-"+action, "e2e.quota/"+action+"-configmaps"

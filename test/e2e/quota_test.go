@@ -19,6 +19,7 @@ import (
 // with requested/available/limit, and deleting one lets the next in. The
 // bucket counts what exists, observed: no per-object records.
 func TestEntityQuota(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-entity", "e2e.quota/entity-configmaps"
 	namespace(t, ns, nil)
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
@@ -63,6 +64,7 @@ func TestEntityQuota(t *testing.T) {
 
 // Two namespaces labelled for one organization share its bucket.
 func TestSharedQuotaAcrossNamespaces(t *testing.T) {
+	t.Parallel()
 	const rt = "e2e.quota/shared-configmaps"
 	labels := map[string]string{quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization"): "e2e-shared"}
 	namespace(t, "e2e-shared-a", labels)
@@ -87,6 +89,7 @@ func TestSharedQuotaAcrossNamespaces(t *testing.T) {
 // A project (namespace) grant of 5 under an organization grant of 3 admits
 // 3: the most restrictive cap wins.
 func TestCapOverGroup(t *testing.T) {
+	t.Parallel()
 	const ns, projectRT, orgRT = "e2e-cap", "e2e.quota/cap-project-configmaps", "e2e.quota/cap-org-configmaps"
 	namespace(t, ns, map[string]string{quotav1alpha1.ConsumerLabelKey(orgGroup, "Organization"): "e2e-capco"})
 	registration(t, projectRT, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)
@@ -115,6 +118,7 @@ func TestCapOverGroup(t *testing.T) {
 // granted claim is reserved by the claim controller, then counted by the
 // observer (which folds the reservation); deleting it returns its amount.
 func TestAllocationClaims(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-alloc", "e2e.quota/cpu-millicores"
 	namespace(t, ns, nil)
 	registration(t, rt, quotav1alpha1.RegistrationTypeAllocation, namespaceConsumer)

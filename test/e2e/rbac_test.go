@@ -27,6 +27,7 @@ import (
 // who each kubeconfig is, each process is started with its own, and the
 // manager may not read Secrets.
 func TestProcessesRunAsTheirServiceAccounts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	check := func(p *localcluster.Process, kubeconfig string, sa localcluster.ServiceAccount) *kubernetes.Clientset {
 		t.Helper()
@@ -86,6 +87,7 @@ func TestProcessesRunAsTheirServiceAccounts(t *testing.T) {
 // ClusterRole labelled to join quotakeeper-manager-counted-kinds grants the
 // kind, the object is counted.
 func TestManagerCountsAKindOnlyOnceRBACLetsItRead(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns, rt = "e2e-rbac-kind", "core/serviceaccounts"
 	consumer := quotav1alpha1.ConsumerRef{Kind: "Namespace", Name: ns}

@@ -103,6 +103,7 @@ func laterWebhook(t *testing.T, name, namespace string, rule admissionregistrati
 // A reservation whose object never appears expires and returns its amount;
 // server-side dry runs and audit consume nothing.
 func TestReservationsExpireAndDryRunConsumesNothing(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-reserve", "e2e.quota/reserve-configmaps"
 	namespace(t, ns, nil)
 	registration(t, rt, quotav1alpha1.RegistrationTypeEntity, namespaceConsumer)

@@ -28,6 +28,7 @@ import (
 // object that predates the policy counts nothing for team-b in the
 // observer. team-b's bucket holds exactly its own object throughout.
 func TestAClaimPolicyCannotChargeAnotherTenantsConsumer(t *testing.T) {
+	t.Parallel()
 	const a, b, rt, policy = "team-a", "team-b", "e2e.quota/trust-configmaps", "e2e-trust-charge-to"
 	ctx := context.Background()
 	namespace(t, a, nil)

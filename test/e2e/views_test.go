@@ -132,6 +132,7 @@ func views(t *testing.T, ns string) map[string]*quotav1alpha1.ResourceClaim {
 // not its claim. The manager writes the claim again, and the quota left is
 // exactly what the live objects leave.
 func TestDeletingAnObjectsClaimFreesNothing(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-view-delete", "e2e.quota/view-delete-configmaps"
 	consumer := configMapQuota(t, ns, rt, 3)
 	mustAdmit(t, ns, "cm-1")
@@ -170,6 +171,7 @@ func TestDeletingAnObjectsClaimFreesNothing(t *testing.T) {
 // strips the owner reference from the object's dependents and leaves them)
 // returns the object's quota, and the manager removes its view.
 func TestAnOrphaningDeleteLeaksNothing(t *testing.T) {
+	t.Parallel()
 	const ns, rt = "e2e-view-orphan", "e2e.quota/view-orphan-configmaps"
 	consumer := configMapQuota(t, ns, rt, 3)
 	mustAdmit(t, ns, "cm-1")

@@ -225,15 +225,15 @@ $(PROMTOOL):
 
 testbin: $(ASSETS)/kube-apiserver $(ASSETS)/etcd $(ASSETS)/kube-controller-manager ## Build kube-apiserver, kube-controller-manager and etcd from Go module sources (cached in bin/).
 
-$(KUBE_APISERVER):
-	@mkdir -p $(TESTBIN)
-	@echo "building kube-apiserver $(KUBE_VERSION) from module sources (about 11 minutes cold)"
-	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kube-apiserver
-
-$(KUBE_CONTROLLER_MANAGER):
-	@mkdir -p $(TESTBIN)
-	@echo "building kube-controller-manager $(KUBE_VERSION) from module sources"
-	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kube-controller-manager
+# Binaries of one module build in one go build (a grouped target): they share
+# most of Kubernetes' packages, and two go builds side by side (make -j)
+# would each compile them, the build cache being no lock between processes.
+$(KUBE_APISERVER) $(KUBE_CONTROLLER_MANAGER) &:
+	@mkdir -p $(TESTBIN)/.build
+	@echo "building kube-apiserver and kube-controller-manager $(KUBE_VERSION) from module sources (about 11 minutes cold)"
+	cd hack/testbin/kube-apiserver && go build -o $(TESTBIN)/.build/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+	mv $(TESTBIN)/.build/kube-apiserver $(KUBE_APISERVER)
+	mv $(TESTBIN)/.build/kube-controller-manager $(KUBE_CONTROLLER_MANAGER)
 
 $(ETCD):
 	@mkdir -p $(TESTBIN)
@@ -254,20 +254,15 @@ $(ASSETS)/etcd: $(ETCD)
 
 node-bin: $(NODE_ASSETS)/.complete ## Build what make node-e2e's node runs: kubelet, kube-proxy, kube-scheduler, containerd, ctr, CNI plugins, CoreDNS (cached in bin/node/); runc, iproute2 and iptables from Debian.
 
-$(KUBELET):
-	@mkdir -p $(NODEBIN)
-	@echo "building kubelet $(KUBE_VERSION) from module sources"
-	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kubelet
-
-$(KUBE_SCHEDULER):
-	@mkdir -p $(NODEBIN)
-	@echo "building kube-scheduler $(KUBE_VERSION) from module sources"
-	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kube-scheduler
-
-$(KUBE_PROXY):
-	@mkdir -p $(NODEBIN)
-	@echo "building kube-proxy $(KUBE_VERSION) from module sources"
-	cd hack/testbin/kube-apiserver && go build -o $@ k8s.io/kubernetes/cmd/kube-proxy
+# The node's Kubernetes binaries, in one go build after the control plane's
+# (order-only), whose packages they then reuse.
+$(KUBELET) $(KUBE_SCHEDULER) $(KUBE_PROXY) &: | $(KUBE_APISERVER)
+	@mkdir -p $(NODEBIN)/.build
+	@echo "building kubelet, kube-scheduler and kube-proxy $(KUBE_VERSION) from module sources"
+	cd hack/testbin/kube-apiserver && go build -o $(NODEBIN)/.build/ k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
+	mv $(NODEBIN)/.build/kubelet $(KUBELET)
+	mv $(NODEBIN)/.build/kube-scheduler $(KUBE_SCHEDULER)
+	mv $(NODEBIN)/.build/kube-proxy $(KUBE_PROXY)
 
 # CoreDNS with only the plugins the bed's cluster DNS uses (hack/testbin/coredns),
 # static: the bed runs it as a pod, from an image the image tool wraps it in.

@@ -88,7 +88,7 @@ GO_BUILD_FLAGS := -trimpath -ldflags '$(LDFLAGS)'
 # `go test -race` needs cgo. test/binaries checks the outputs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build tools generate verify lint vet test test-e2e unit fuzz bench testbin node-bin node-e2e gatekeeper gatekeeper-stock manager quotactl kubectl-quota images release release-test e2e faults exactness run load clean help
+.PHONY: all build tools generate verify lint vet test test-e2e e2e-bins test-e2e-builtins test-e2e-stock test-e2e-leases unit fuzz bench testbin node-bin node-e2e gatekeeper gatekeeper-stock manager quotactl kubectl-quota images release release-test e2e faults exactness run load clean help
 
 all: build
 
@@ -437,15 +437,24 @@ test: testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota $(HELM)
 	go test $(E2E_TEST_FLAGS) -v -run '$(E2E_SMOKE)' ./test/e2e/
 	QUOTAKEEPER_ADMISSION=externalData go test $(E2E_TEST_FLAGS) -v -run '$(E2E_SMOKE)' ./test/e2e/
 
-test-e2e: testbin gatekeeper gatekeeper-stock manager $(HELM) ## The end-to-end tier: test/e2e in both admission modes, the exactness harness and the creators at the limit again with capacity leases taken to the last create, the lockout suites of both modes.
+test-e2e: test-e2e-builtins test-e2e-stock test-e2e-leases ## The end-to-end tier: test/e2e in both admission modes with the lockout suites, the exactness harness and the creators at the limit again with capacity leases taken to the last create (make -j3 -O test-e2e: the three side by side; they mostly wait on their clusters).
+
+# The tier's test binaries, compiled once before its three runs (side by
+# side, each would compile them).
+e2e-bins: testbin gatekeeper gatekeeper-stock manager $(HELM)
+	go test -c -o $(BIN)/e2e/ ./test/e2e/ ./test/lockout/...
+
+test-e2e-builtins: e2e-bins ## test/e2e on Gatekeeper built with the plugin, and the lockout suites of both modes.
 	go test $(E2E_TEST_FLAGS) -v $(E2E_RUN) ./test/e2e/ ./test/lockout/...
-	@# The second admission mode: a stock Gatekeeper with the templates'
-	@# External Data twins (test/e2e/main_test.go).
+
+test-e2e-stock: e2e-bins ## test/e2e on stock Gatekeeper with the templates' External Data twins (test/e2e/main_test.go).
 	QUOTAKEEPER_ADMISSION=externalData go test $(E2E_TEST_FLAGS) -v $(E2E_RUN) ./test/e2e/
-	@# The exactness harness and the concurrent creators at the limit once
-	@# more with capacity leases on, taken down to one create's worth, a
-	@# Gatekeeper replica killed while it holds them (make exactness LEASES=1
-	@# runs the harness long).
+
+# The exactness harness and the concurrent creators at the limit once more
+# with capacity leases on, taken down to one create's worth, a Gatekeeper
+# replica killed while it holds them (make exactness LEASES=1 runs the
+# harness long).
+test-e2e-leases: e2e-bins ## The exactness harness and the creators at the limit with capacity leases taken to the last create.
 	QUOTAKEEPER_CAPACITY_LEASES=1 go test $(E2E_TEST_FLAGS) -v -run '^(TestExactnessUnderRandomTenantActions|TestConcurrentCreatorsAcrossReplicas)$$' ./test/e2e/
 
 # Go fuzz targets, package:target. Their seed corpora (testdata/fuzz/<target>/)

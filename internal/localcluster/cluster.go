@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -236,17 +237,18 @@ func (c *Cluster) start(ctx context.Context, gkDir string) error {
 	return nil
 }
 
-// Stop ends every process and the control plane.
+// Stop ends every process and the control plane. The manager, the
+// Gatekeeper replicas and kube-controller-manager stop side by side, each in
+// its own grace period (one after another, a suite's end took half a
+// minute), then the control plane they talked to.
 func (c *Cluster) Stop() {
-	if c.Manager != nil {
-		c.Manager.Stop()
+	var wg sync.WaitGroup
+	for _, p := range append([]*Process{c.Manager, c.ControllerManager}, c.Gatekeepers...) {
+		if p != nil {
+			wg.Go(p.Stop)
+		}
 	}
-	for _, p := range c.Gatekeepers {
-		p.Stop()
-	}
-	if c.ControllerManager != nil {
-		c.ControllerManager.Stop()
-	}
+	wg.Wait()
 	if c.balancer != nil {
 		_ = c.balancer.Close()
 	}

@@ -421,8 +421,10 @@ E2E_SMOKE := ^(TestEntityQuota|TestSharedQuotaAcrossNamespaces|TestClaimCreation
 # measures latencies and races creates against the limit).
 # -parallel: the suite's independent tests (t.Parallel) mostly wait on the
 # cluster (a count folded, a reservation expired), so more of them run at
-# once than there are cores.
-E2E_TEST_FLAGS ?= -count=1 -timeout 30m -parallel 6
+# once than there are cores. -mod=readonly: these suites run beside other
+# stages (.ci/run), and a go command started while make gatekeeper or make
+# release has vendor/ written would otherwise build from it.
+E2E_TEST_FLAGS ?= -count=1 -timeout 30m -parallel 6 -mod=readonly
 # E2E_SKIP: tests make test-e2e leaves out (.ci/run: the smoke, which make
 # test ran already in both modes).
 E2E_SKIP ?=
@@ -431,7 +433,7 @@ E2E_RUN = $(if $(E2E_SKIP),-skip '$(E2E_SKIP)')
 test: testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota $(HELM) ## The README's test command: Rego tests, template suites, every package's unit and envtest suites with the race detector (fuzz seed corpora included), and the end-to-end smoke in both admission modes. The tiers after it: test-e2e, faults, fuzz, exactness, node-e2e; .ci/run runs them all.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
 	$(QUOTACTL) verify templates/
-	cd hack/tools/images && go test -count=1 ./...
+	cd hack/tools/images && go test -count=1 $(if $(V),-v) ./...
 	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vE '$(E2E_TIER)')
 	cd api && go test $(GO_TEST_FLAGS) ./...
 	go test $(E2E_TEST_FLAGS) -v -run '$(E2E_SMOKE)' ./test/e2e/
@@ -439,10 +441,10 @@ test: testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota $(HELM)
 
 test-e2e: test-e2e-builtins test-e2e-stock test-e2e-leases ## The end-to-end tier: test/e2e in both admission modes with the lockout suites, the exactness harness and the creators at the limit again with capacity leases taken to the last create (make -j3 -O test-e2e: the three side by side; they mostly wait on their clusters).
 
-# The tier's test binaries, compiled once before its three runs (side by
-# side, each would compile them).
+# The end-to-end test binaries, compiled once before the runs that go side
+# by side (each would compile them).
 e2e-bins: testbin gatekeeper gatekeeper-stock manager $(HELM)
-	go test -c -o $(BIN)/e2e/ ./test/e2e/ ./test/lockout/...
+	go test -c -mod=readonly -o $(BIN)/e2e/ ./test/e2e/ ./test/lockout/... ./test/faults/
 
 test-e2e-builtins: e2e-bins ## test/e2e on Gatekeeper built with the plugin, and the lockout suites of both modes.
 	go test $(E2E_TEST_FLAGS) -v $(E2E_RUN) ./test/e2e/ ./test/lockout/...
@@ -594,14 +596,27 @@ release-test: ## make release for RELEASE_TEST_VERSION, then check every artifac
 	$(MAKE) release VERSION=$(RELEASE_TEST_VERSION)
 	cd hack/tools/images && go test -count=1 -run '^TestRelease' -v . -args -release.dir=$(RELEASE_DIR) -release.version=$(RELEASE_TEST_VERSION) -release.url=$(IMAGE_SOURCE)/releases/download/$(RELEASE_TEST_VERSION)
 
-manager: ## The quotakeeper manager (controllers and webhooks) as bin/quotakeeper-manager.
-	$(STATIC) go build $(GO_BUILD_FLAGS) -o $(MANAGER) ./cmd/quotakeeper-manager
+# Our binaries are files, remade when a Go file of the module, go.mod or the
+# version they carry changes: make runs side by side (.ci/run) then never
+# relink a binary another one's cluster is running.
+OUR_GO_SOURCES := $(shell find api cmd internal rego -name '*.go' -not -name '*_test.go' 2>/dev/null) go.mod go.sum
+VERSION_STAMP  := $(BIN)/.version-$(subst /,-,$(VERSION))
+$(VERSION_STAMP):
+	@mkdir -p $(BIN)
+	@rm -f $(BIN)/.version-*
+	@touch $@
 
-quotactl: ## The policy authors' offline tool as bin/quotactl.
-	$(STATIC) go build $(GO_BUILD_FLAGS) -o $(BIN)/quotactl ./cmd/quotactl
+manager: $(MANAGER) ## The quotakeeper manager (controllers and webhooks) as bin/quotakeeper-manager.
+$(MANAGER): $(OUR_GO_SOURCES) $(VERSION_STAMP)
+	$(STATIC) go build $(GO_BUILD_FLAGS) -o $@ ./cmd/quotakeeper-manager
 
-kubectl-quota: ## The kubectl plugin (`kubectl quota usage`, `kubectl quota explain`) as bin/kubectl-quota: put it on PATH.
-	$(STATIC) go build $(GO_BUILD_FLAGS) -o $(BIN)/kubectl-quota ./cmd/kubectl-quota
+quotactl: $(BIN)/quotactl ## The policy authors' offline tool as bin/quotactl.
+$(BIN)/quotactl: $(OUR_GO_SOURCES) $(VERSION_STAMP)
+	$(STATIC) go build $(GO_BUILD_FLAGS) -o $@ ./cmd/quotactl
+
+kubectl-quota: $(BIN)/kubectl-quota ## The kubectl plugin (`kubectl quota usage`, `kubectl quota explain`) as bin/kubectl-quota: put it on PATH.
+$(BIN)/kubectl-quota: $(OUR_GO_SOURCES) $(VERSION_STAMP)
+	$(STATIC) go build $(GO_BUILD_FLAGS) -o $@ ./cmd/kubectl-quota
 
 run: testbin $(RUN_GATEKEEPER) manager $(HELM) ## The main job: a local control plane with Gatekeeper, the plugin and examples (GATEKEEPER=stock: stock Gatekeeper, External Data).
 	go run $(GO_BUILD_FLAGS) ./cmd/quotakeeper-local --gatekeeper $(RUN_GATEKEEPER) --manager $(MANAGER) $(RUN_FLAGS)

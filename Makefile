@@ -480,7 +480,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 10s; longer: make fuzz FUZZT
 e2e: testbin gatekeeper $(if $(E2E_ENV),$(GATEKEEPER_STOCK)) manager $(HELM) ## End-to-end tests only: Gatekeeper replicas, the manager and a real control plane (GATEKEEPER=stock: on stock Gatekeeper, External Data).
 	$(E2E_ENV) $(LEASES_ENV) go test $(E2E_TEST_FLAGS) -v ./test/e2e/
 
-faults: testbin gatekeeper manager $(HELM) ## The fault suite: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults). It kills and stops its own control plane on a timetable: run it alone.
+faults: testbin gatekeeper manager $(HELM) ## The fault suite: kube-apiserver, etcd, the manager and a Gatekeeper replica failing under load (docs/operations.md#faults), on a cluster of its own.
 	go test $(E2E_TEST_FLAGS) -v ./test/faults/
 
 # A real node joined to the bed's control plane (test/node): containerd with

@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,10 +47,20 @@ func denyLater(t *testing.T, namespace string, rule admissionregistrationv1.Rule
 	})
 }
 
+// webhookProbeLabel marks the dry-run ConfigMaps laterWebhook creates to see
+// its webhook called.
+const webhookProbeLabel = "e2e.quota/webhook-probe"
+
 // laterWebhook serves a second validating webhook (Fail, 30 s timeout) for
 // requests in namespace that rule matches, answering each with answer, which
 // sees the request's object and a context that ends with the API server's
-// request. The webhook's configuration goes with the test.
+// request. It returns once the API server calls it: the API server loads
+// webhook configurations asynchronously, and a request sent at once may pass
+// before (under load, a held update was stored at once). Its configuration
+// carries a probe webhook for dry-run creates of ConfigMaps labelled
+// webhookProbeLabel; the API server loads a configuration's webhooks
+// together, so once it calls the probe, it calls the first too. The
+// webhook's configuration goes with the test.
 func laterWebhook(t *testing.T, name, namespace string, rule admissionregistrationv1.RuleWithOperations, answer func(context.Context, metav1.PartialObjectMetadata) *admissionv1.AdmissionResponse) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -69,6 +81,19 @@ func laterWebhook(t *testing.T, name, namespace string, rule admissionregistrati
 		review.Response, review.Request = resp, nil
 		_ = json.NewEncoder(w).Encode(review)
 	})
+	probed := make(chan struct{})
+	var probedOnce sync.Once
+	mux.HandleFunc("/probe", func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		probedOnce.Do(func() { close(probed) })
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		review.Request = nil
+		_ = json.NewEncoder(w).Encode(review)
+	})
 	srv := &http.Server{Handler: mux}
 	go func() {
 		err := srv.ServeTLS(l, filepath.Join(cluster.CertDir(), "tls.crt"), filepath.Join(cluster.CertDir(), "tls.key"))
@@ -79,9 +104,11 @@ func laterWebhook(t *testing.T, name, namespace string, rule admissionregistrati
 	t.Cleanup(func() { _ = srv.Close() })
 
 	url := "https://" + l.Addr().String() + "/" + name
+	probeURL := "https://" + l.Addr().String() + "/probe"
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
 	timeout := int32(30)
+	inNamespace := &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": namespace}}
 	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-" + name + "-" + namespace},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
@@ -91,13 +118,35 @@ func laterWebhook(t *testing.T, name, namespace string, rule admissionregistrati
 			SideEffects:             &none,
 			FailurePolicy:           &fail,
 			TimeoutSeconds:          &timeout,
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
-				"kubernetes.io/metadata.name": namespace}},
-			Rules: []admissionregistrationv1.RuleWithOperations{rule},
+			NamespaceSelector:       inNamespace,
+			Rules:                   []admissionregistrationv1.RuleWithOperations{rule},
+		}, {
+			Name:                    name + "-probe.e2e.quota",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &probeURL, CABundle: cluster.CAData()},
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             &none,
+			FailurePolicy:           &fail,
+			TimeoutSeconds:          &timeout,
+			NamespaceSelector:       inNamespace,
+			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{webhookProbeLabel: "true"}},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{configMapCreates},
 		}},
 	}
 	create(t, config)
 	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), config) })
+	// Validating webhooks are called side by side, so the probe is called
+	// even when another webhook (quota) refuses the dry run.
+	testenv.Eventually(t, time.Minute, "webhook "+config.Name+" called by the API server", func() error {
+		probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+			GenerateName: "webhook-probe-", Namespace: namespace, Labels: map[string]string{webhookProbeLabel: "true"}}}
+		err := cluster.Client.Create(context.Background(), probe, client.DryRunAll)
+		select {
+		case <-probed:
+			return nil
+		default:
+			return fmt.Errorf("not called yet (dry-run create: %v)", err)
+		}
+	})
 }
 
 // A reservation whose object never appears expires and returns its amount;

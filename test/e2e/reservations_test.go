@@ -144,8 +144,11 @@ func laterWebhook(t *testing.T, name, namespace string, rule admissionregistrati
 		case <-probed:
 			return nil
 		default:
-			return fmt.Errorf("not called yet (dry-run create: %v)", err)
 		}
+		if err != nil {
+			return fmt.Errorf("not called yet; the dry-run create: %w", err)
+		}
+		return errors.New("not called yet")
 	})
 }
 

@@ -5,9 +5,10 @@
 #                              _output/ci/NAME.log
 #   stage_bg NAME COMMAND...   the same in the background; stage_wait waits for
 #                              every background stage
-#   summary                    per stage: seconds, budget, and a warning for
-#                              each stage past its budget; then each Go
-#                              package's test time from the logs
+#   summary                    per stage: seconds, budget, a warning for
+#                              each stage past its budget, and the disk left
+#                              after it; then each Go package's test time
+#                              from the logs
 #
 # A failed stage fails the run, but only after the summary: the figures of a
 # red run are the ones most worth reading.
@@ -30,6 +31,14 @@ budget() {
 			if (b ~ /^[0-9]+ s$/) { sub(/ s$/, "", b); print b; exit } }' "$CI_BUDGETS"
 }
 
+# free_gib prints the disk left where the run writes (the checkout, and the
+# Go caches beside it on a CI machine), in GiB: a cold run fills about 25 GiB,
+# and a full disk fails a build with "no space left on device" halfway.
+free_gib() {
+	df -Pk . | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }'
+}
+echo "disk: $(free_gib) GiB free at the start (a cold run writes about 25 GiB: Go caches, bin/, _output/)"
+
 # run_stage NAME COMMAND... runs one stage and records it; its status is the
 # command's.
 run_stage() {
@@ -39,8 +48,8 @@ run_stage() {
 	echo "=== stage $name: $*"
 	"$@" 2>&1 | tee "$CI_LOG_DIR/$name.log"
 	rc=${PIPESTATUS[0]}
-	printf '%s\t%d\t%d\t%d\n' "$name" "$start" "$(date +%s)" "$rc" >>"$CI_LOG_DIR/stages.tsv"
-	echo "=== stage $name: exit $rc after $(($(date +%s) - start)) s"
+	printf '%s\t%d\t%d\t%d\t%s\n' "$name" "$start" "$(date +%s)" "$rc" "$(free_gib)" >>"$CI_LOG_DIR/stages.tsv"
+	echo "=== stage $name: exit $rc after $(($(date +%s) - start)) s, $(free_gib) GiB of disk free"
 	return "$rc"
 }
 
@@ -70,11 +79,11 @@ stage_wait() {
 }
 
 summary() {
-	local name start end rc took b over=0 flag
+	local name start end rc free took b over=0 flag
 	echo
 	echo "=== CI stages (budgets: $CI_BUDGETS, \"The test loop\")"
-	printf '%-14s %8s %8s %8s  %s\n' stage start took budget result
-	while IFS=$'\t' read -r name start end rc; do
+	printf '%-14s %8s %8s %8s %10s  %s\n' stage start took budget "disk free" result
+	while IFS=$'\t' read -r name start end rc free; do
 		took=$((end - start))
 		b=$(budget "$name")
 		flag=ok
@@ -85,7 +94,7 @@ summary() {
 			flag="$flag; OVER BUDGET by $((took - b)) s"
 			over=1
 		fi
-		printf '%-14s %7ds %7ds %8s  %s\n' "$name" "$((start - CI_START))" "$took" "${b:+${b}s}" "$flag"
+		printf '%-14s %7ds %7ds %8s %6s GiB  %s\n' "$name" "$((start - CI_START))" "$took" "${b:+${b}s}" "$free" "$flag"
 	done <"$CI_LOG_DIR/stages.tsv"
 	local total=$(($(date +%s) - CI_START)) tb
 	tb=$(budget total)

@@ -54,8 +54,13 @@ mkdir -p "$RELEASE_DIR/images"
 # linux/amd64 builds are then in the build cache); no VCS stamp: the
 # version is in -ldflags, and a stamp would differ between a clean and a
 # touched checkout of the same commit.
+# Other platforms than this machine's build in CROSS_GOCACHE when it is set
+# (the Makefile's RELEASE_CROSS_GOCACHE).
 build() { # build GOOS GOARCH OUT PACKAGE
-	CGO_ENABLED=0 GOOS=$1 GOARCH=$2 go build -trimpath -buildvcs=false -ldflags "$LDFLAGS" -o "$3" "$4"
+	local cache
+	cache=$(go env GOCACHE)
+	[ "$1/$2" = "$HOST_PLATFORM" ] || cache=${CROSS_GOCACHE:-$cache}
+	GOCACHE=$cache CGO_ENABLED=0 GOOS=$1 GOARCH=$2 go build -trimpath -buildvcs=false -ldflags "$LDFLAGS" -o "$3" "$4"
 }
 
 # A CycloneDX SBOM of a binary: its module graph as the linker recorded it

@@ -88,7 +88,7 @@ GO_BUILD_FLAGS := -trimpath -ldflags '$(LDFLAGS)'
 # `go test -race` needs cgo. test/binaries checks the outputs.
 STATIC := CGO_ENABLED=0
 
-.PHONY: all build tools generate verify lint vet test test-e2e e2e-bins test-e2e-builtins test-e2e-stock test-e2e-leases unit fuzz bench testbin node-bin node-e2e gatekeeper gatekeeper-stock manager quotactl kubectl-quota images release release-test e2e faults exactness run load clean help
+.PHONY: all build tools generate verify lint vet model test test-e2e e2e-bins test-e2e-builtins test-e2e-stock test-e2e-leases unit fuzz bench testbin node-bin node-e2e gatekeeper gatekeeper-stock manager quotactl kubectl-quota images release release-test e2e faults exactness run load clean help
 
 all: build
 
@@ -396,6 +396,17 @@ $(GATEKEEPER_STOCK):
 	mv $(BIN)/.gatekeeper-stock/gatekeeper $@
 	rmdir $(BIN)/.gatekeeper-stock
 
+# The protocol's model (model/quota.pml, docs/design/model.md) is checked
+# by SPIN, a Debian package; make test checks its bounded scopes and drives
+# the ledger through its traces (internal/ledger/conformance_test.go).
+SPIN := /usr/bin/spin
+$(SPIN):
+	@if [ "$$(id -u)" != 0 ]; then echo "the model check needs SPIN, a Debian package: sudo apt-get install spin" >&2; exit 1; fi
+	apt-get update -qq && apt-get install -y --no-install-recommends spin
+
+model: $(SPIN) ## Check the protocol's model exhaustively in every scope with SPIN, and that it catches each seeded bug (minutes; a few GiB). make test checks the bounded scopes.
+	hack/model/check.sh full
+
 unit: ## Unit tests only (no control plane).
 	go test $(GO_TEST_FLAGS) -short ./...
 	cd api && go test $(GO_TEST_FLAGS) -short ./...
@@ -430,11 +441,12 @@ E2E_TEST_FLAGS ?= -count=1 -timeout 30m -parallel 6 -mod=readonly
 E2E_SKIP ?=
 E2E_RUN = $(if $(E2E_SKIP),-skip '$(E2E_SKIP)')
 
-test: testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota $(HELM) ## The README's test command: Rego tests, template suites, every package's unit and envtest suites with the race detector (fuzz seed corpora included), and the end-to-end smoke in both admission modes. The tiers after it: test-e2e, faults, fuzz, exactness, node-e2e; .ci/run runs them all.
+test: testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota $(HELM) $(SPIN) ## The README's test command: Rego tests, template suites, the protocol's model in its bounded scopes, every package's unit and envtest suites with the race detector (fuzz seed corpora and the ledger's conformance to the model included), and the end-to-end smoke in both admission modes. The tiers after it: test-e2e, faults, fuzz, model, exactness, node-e2e; .ci/run runs them all.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
+	hack/model/check.sh bounded
 	$(QUOTACTL) verify templates/
 	cd hack/tools/images && go test -count=1 $(if $(V),-v) ./...
-	go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vE '$(E2E_TIER)')
+	QUOTAKEEPER_REQUIRE_SPIN=1 go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vE '$(E2E_TIER)')
 	cd api && go test $(GO_TEST_FLAGS) ./...
 	go test $(E2E_TEST_FLAGS) -v -run '$(E2E_SMOKE)' ./test/e2e/
 	QUOTAKEEPER_ADMISSION=externalData go test $(E2E_TEST_FLAGS) -v -run '$(E2E_SMOKE)' ./test/e2e/

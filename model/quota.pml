@@ -62,7 +62,9 @@
  * 4 sum slots, one grant change, one restart (none with -DNORESTART), one
  * replica crash; the limits, the compaction threshold and the tenants' time
  * are -D settings too. hack/model/check.sh lists the scopes make model and
- * make test check, and the seeded bugs (-DBUG_...) each must fail.
+ * make test check, and the seeded bugs (-DBUG_...) each must fail; so must
+ * each assumption relaxed: -DDEADLINE=3 (a request stored after the TTL),
+ * -DSLOW_OBSERVER (an observer more than a TTL behind), -DSTALE_GRANTS.
  *
  * Each action prints one "QK ..." line: spin -t replays a counterexample as
  * the sequence of actions (make model), and the conformance test drives the
@@ -167,7 +169,13 @@ byte llim[NREP];        /* the limit the lease was sized against */
 byte unrec[NREP];       /* objects admitted inside the lease, not recorded */
 bit crashed;
 
-hidden byte ix, acc;    /* scratch inside atomic steps */
+/* scratch inside atomic steps, hidden from the state vector; breadth-first
+ * search (the seeded bugs' shortest trails) refuses hidden variables */
+#ifdef BREADTH_FIRST
+byte ix, acc;
+#else
+hidden byte ix, acc;
+#endif
 
 #ifdef STALE_GRANTS
 byte gview[NREP + 2] = LIMIT0;   /* the replicas', the tenants' replica's (NREP), the observer's (NREP+1) */

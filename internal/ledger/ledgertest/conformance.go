@@ -324,9 +324,9 @@ func (r *replay) step(text string) error {
 func (r *replay) apply(l line) error {
 	switch l.kind {
 	case "tick":
-		t, err := l.int("t")
-		if err != nil {
-			return err
+		t := l.int("t")
+		if l.err != nil {
+			return l.err
 		}
 		if t != r.modelNow && t != r.modelNow+1 {
 			return fmt.Errorf("the model's clock jumps from %d", r.modelNow)
@@ -388,9 +388,9 @@ func (r *replay) committed() int64 {
 }
 
 func (r *replay) setGrant(l line) error {
-	limit, err := l.int("limit")
-	if err != nil {
-		return err
+	limit := l.int("limit")
+	if l.err != nil {
+		return l.err
 	}
 	r.grant.Amount, r.grant.Generation = limit, r.grant.Generation+1
 	return r.grants.Set(r.grant)
@@ -399,33 +399,21 @@ func (r *replay) setGrant(l line) error {
 // reserve is a create's reservation under the object's uid, or an update's
 // growth under "<uid>/<generation>/1" with its total.
 func (r *replay) reserve(l line) error {
-	obj, err := l.int("obj")
-	if err != nil {
-		return err
-	}
-	amount, err := l.int("amount")
-	if err != nil {
-		return err
-	}
-	granted, err := l.int("granted")
-	if err != nil {
-		return err
-	}
-	t, err := l.int("t")
-	if err != nil {
-		return err
+	obj := l.int("obj")
+	amount := l.int("amount")
+	granted := l.int("granted")
+	t := l.int("t")
+	if l.err != nil {
+		return l.err
 	}
 	if t != r.modelNow {
 		return fmt.Errorf("t=%d, but the ticks say %d", t, r.modelNow)
 	}
 	id, total := uid(obj), int64(0)
 	if l.kind == "grow" {
-		gen, err := l.int("generation")
-		if err != nil {
-			return err
-		}
-		if total, err = l.int("total"); err != nil {
-			return err
+		gen := l.int("generation")
+		if total = l.int("total"); l.err != nil {
+			return l.err
 		}
 		id = fmt.Sprintf("%s/%d/1", uid(obj), gen)
 	}
@@ -468,13 +456,10 @@ func (r *replay) reserve(l line) error {
 // compact names the model's new sum slot: the reserve just before wrote
 // the only sum the replay does not know yet.
 func (r *replay) compact(l line) error {
-	slot, err := l.int("sum")
-	if err != nil {
-		return err
-	}
-	amount, err := l.int("amount")
-	if err != nil {
-		return err
+	slot := l.int("sum")
+	amount := l.int("amount")
+	if l.err != nil {
+		return l.err
 	}
 	known := map[string]bool{}
 	for _, id := range r.sums {
@@ -497,17 +482,11 @@ func (r *replay) compact(l line) error {
 }
 
 func (r *replay) countedLine(l line) error {
-	obj, err := l.int("obj")
-	if err != nil {
-		return err
-	}
-	gen, err := l.int("generation")
-	if err != nil {
-		return err
-	}
-	amount, err := l.int("amount")
-	if err != nil {
-		return err
+	obj := l.int("obj")
+	gen := l.int("generation")
+	amount := l.int("amount")
+	if l.err != nil {
+		return l.err
 	}
 	if r.counted == nil {
 		r.counted = map[string]ledger.CountedAt{}
@@ -518,13 +497,10 @@ func (r *replay) countedLine(l line) error {
 
 // free is a sum the coming Observe frees by naming it in Fold.
 func (r *replay) free(l line) error {
-	slot, err := l.int("sum")
-	if err != nil {
-		return err
-	}
-	amount, err := l.int("amount")
-	if err != nil {
-		return err
+	slot := l.int("sum")
+	amount := l.int("amount")
+	if l.err != nil {
+		return l.err
 	}
 	id, ok := r.sums[slot]
 	if !ok {
@@ -541,9 +517,9 @@ func (r *replay) free(l line) error {
 // every reservation the counted objects account for folded by the ledger's
 // own rule (Counted), which is what the model's fold rule stands for.
 func (r *replay) observe(l line) error {
-	allocated, err := l.int("allocated")
-	if err != nil {
-		return err
+	allocated := l.int("allocated")
+	if l.err != nil {
+		return l.err
 	}
 	obs := ledger.Observation{Allocated: allocated, Count: int64(len(r.counted)), Counted: r.counted, Fold: r.freed}
 	var tally int64
@@ -566,9 +542,9 @@ func (r *replay) observe(l line) error {
 // expire is an Observe that only expires one reservation: the figures are
 // the bucket's own, and nothing is counted that could fold another.
 func (r *replay) expire(l line) error {
-	obj, err := l.int("obj")
-	if err != nil {
-		return err
+	obj := l.int("obj")
+	if l.err != nil {
+		return l.err
 	}
 	id := uid(obj)
 	if l.kind == "expire-growth" {
@@ -585,13 +561,10 @@ func (r *replay) expire(l line) error {
 }
 
 func (r *replay) foldCreated(l line) error {
-	obj, err := l.int("obj")
-	if err != nil {
-		return err
-	}
-	amount, err := l.int("amount")
-	if err != nil {
-		return err
+	obj := l.int("obj")
+	amount := l.int("amount")
+	if l.err != nil {
+		return l.err
 	}
 	created := []ledger.Created{{UID: uid(obj), Namespace: modelNamespace, Amount: amount}}
 	if _, err := r.ledger.FoldCreated(r.ctx, r.key, created, nil); err != nil {
@@ -603,9 +576,9 @@ func (r *replay) foldCreated(l line) error {
 // compareBucket checks the stored bucket against the model's, exactly:
 // allocated, and every reservation by id with its amount, nothing more.
 func (r *replay) compareBucket(l line) error {
-	allocated, err := l.int("allocated")
-	if err != nil {
-		return err
+	allocated := l.int("allocated")
+	if l.err != nil {
+		return l.err
 	}
 	want := map[string]int64{}
 	name := map[string]string{} // what each id is in the model's terms
@@ -695,9 +668,9 @@ func (r *replay) describe(id string) string {
 // world follows what the API server and the tenants did to the objects:
 // no ledger call, but they make the use COVER and LIMIT are judged by.
 func (r *replay) world(l line) error {
-	obj, err := l.int("obj")
-	if err != nil {
-		return err
+	obj := l.int("obj")
+	if l.err != nil {
+		return l.err
 	}
 	o := r.objects[obj]
 	if o == nil {
@@ -709,8 +682,8 @@ func (r *replay) world(l line) error {
 	case "never":
 		o.state, o.amount = gone, 0
 	case "updated":
-		if o.amount, err = l.int("amount"); err != nil {
-			return err
+		if o.amount = l.int("amount"); l.err != nil {
+			return l.err
 		}
 		o.update = 0
 	case "update-refused":
@@ -737,9 +710,9 @@ func (r *replay) settled(l line) error {
 		{"allocated", r.bucket.Allocated},
 		{"live", r.liveUse()},
 	} {
-		want, err := l.int(f.field)
-		if err != nil {
-			return err
+		want := l.int(f.field)
+		if l.err != nil {
+			return l.err
 		}
 		if want != f.ledger {
 			diffs = append(diffs, fmt.Sprintf("%s: model %d, replay %d", f.field, want, f.ledger))
@@ -749,8 +722,8 @@ func (r *replay) settled(l line) error {
 	if err != nil {
 		return err
 	}
-	if want, err := l.int("reserved"); err != nil || want != reserved {
-		diffs = append(diffs, fmt.Sprintf("reserved: model %d, ledger %d (%v)", want, reserved, err))
+	if want := l.int("reserved"); l.err != nil || want != reserved {
+		diffs = append(diffs, fmt.Sprintf("reserved: model %d, ledger %d (%v)", want, reserved, l.err))
 	}
 	if len(diffs) > 0 {
 		return fmt.Errorf("settled differently: %s", strings.Join(diffs, "; "))
@@ -772,6 +745,7 @@ func (r *replay) liveUse() int64 {
 type line struct {
 	kind string
 	args map[string]string
+	err  error // the first field int could not read
 }
 
 func parseLine(text string) (line, error) {
@@ -790,16 +764,26 @@ func parseLine(text string) (line, error) {
 	return l, nil
 }
 
-func (l line) int(key string) (int64, error) {
+// int reads key's integer. The first field missing or malformed is kept in
+// l.err (and 0 returned), so a caller reads every field it needs and checks
+// once.
+func (l *line) int(key string) int64 {
 	v, ok := l.args[key]
 	if !ok {
-		return 0, fmt.Errorf("no %s= on the line", key)
+		l.fail(fmt.Errorf("no %s= on the line", key))
+		return 0
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s=%s: %w", key, v, err)
+		l.fail(fmt.Errorf("%s=%s: %w", key, v, err))
 	}
-	return n, nil
+	return n
+}
+
+func (l *line) fail(err error) {
+	if l.err == nil {
+		l.err = err
+	}
 }
 
 // list reads a "1,0,2," field.

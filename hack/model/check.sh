@@ -126,7 +126,7 @@ for line in "${cases[@]}"; do
 	if [ -f quota.pml.trail ]; then
 		# shellcheck disable=SC2086
 		steps=$(trail -DBREADTH_FIRST -D"$bug" $flags)
-		echo "  $bug ($what): breaks $(broken "$steps"), after $(grep -c '^QK' <<<"$steps") actions"
+		echo "  $bug ($what): breaks $(broken "$steps"), after $(grep '^QK' <<<"$steps" | grep -cvE '^QK (bucket|counted|cover|settled) ') actions"
 		if [ "$mode" = full ]; then
 			sed 's/^/      /' <<<"$steps"
 		fi

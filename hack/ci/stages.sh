@@ -8,7 +8,8 @@
 #   summary                    per stage: seconds, budget, a warning for
 #                              each stage past its budget, and the disk left
 #                              after it; then each Go package's test time
-#                              from the logs
+#                              from the logs; for a failed stage, the lines
+#                              of its log that say why (why)
 #
 # A failed stage fails the run, but only after the summary: the figures of a
 # red run are the ones most worth reading.
@@ -122,7 +123,21 @@ summary() {
 		echo "WARNING: a stage is over its budget: the loop is slower than docs/operations.md's table allows; find what grew before CI's limit finds it."
 	fi
 	if [ "${#CI_FAILED[@]}" -gt 0 ]; then
+		for name in "${CI_FAILED[@]}"; do why "$name"; done
 		echo "FAILED stages: ${CI_FAILED[*]}"
 		return 1
 	fi
+}
+
+# why NAME prints what in a failed stage's log says why it failed: failed
+# tests and packages, panics, a cluster that did not start, make's errors,
+# then the log's last lines. It comes last in the run's output because a
+# CI page shows a long log's head and tail only.
+why() {
+	local log="$CI_LOG_DIR/$1.log"
+	echo
+	echo "=== why stage $1 failed (from $log)"
+	grep -nE '^(--- FAIL|FAIL|panic:|fatal error:)|^ +--- FAIL|start cluster:|^install:|missing: run|make(\[[0-9]+\])?: \*\*\*|no space left|timed out' "$log" | head -60
+	echo "--- its last lines:"
+	tail -n 25 "$log"
 }

@@ -123,3 +123,28 @@ func TestSetConditionKeepsTheTransitionTimeWhileTheStatusHolds(t *testing.T) {
 		t.Errorf("after a new status: %+v", c)
 	}
 }
+
+// A claim is decided by a Granted condition, True or False, for its current
+// generation; Unknown (waiting or retrying), none, or one for an older
+// generation leaves it pending.
+func TestClaimIsDecidedByAGrantedConditionForItsGeneration(t *testing.T) {
+	granted := func(status metav1.ConditionStatus, gen int64) []metav1.Condition {
+		return []metav1.Condition{{Type: quotav1alpha1.ConditionGranted, Status: status, ObservedGeneration: gen}}
+	}
+	for _, tc := range []struct {
+		name  string
+		conds []metav1.Condition
+		want  bool
+	}{
+		{"no condition", nil, false},
+		{"granted", granted(metav1.ConditionTrue, 1), true},
+		{"denied", granted(metav1.ConditionFalse, 1), true},
+		{"pending evaluation", granted(metav1.ConditionUnknown, 1), false},
+		{"granted for an older generation", granted(metav1.ConditionTrue, 0), false},
+	} {
+		c := &quotav1alpha1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Status: quotav1alpha1.ResourceClaimStatus{Conditions: tc.conds}}
+		if got := c.Decided(); got != tc.want {
+			t.Errorf("%s: Decided() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

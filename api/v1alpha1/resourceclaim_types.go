@@ -142,6 +142,15 @@ func init() {
 	register(&ResourceClaim{}, &ResourceClaimList{})
 }
 
+// Decided reports whether the claim carries a decision for its current
+// generation: Granted True or False. Until then it is pending: not judged
+// yet, or Granted=Unknown while the claim controller waits or retries. A
+// decision is final (the spec is immutable).
+func (c *ResourceClaim) Decided() bool {
+	return IsTrue(c.Status.Conditions, ConditionGranted, c.Generation) ||
+		IsFalse(c.Status.Conditions, ConditionGranted, c.Generation)
+}
+
 // SameClaimStatus reports whether two claim statuses say the same thing,
 // transition times aside: a writer that would only move a time writes
 // nothing.

@@ -92,16 +92,10 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 			return reconcile.Result{}, ignoreConflict(err)
 		}
 	}
-	if decided(c) {
+	if c.Decided() {
 		return reconcile.Result{}, nil
 	}
 	return r.decide(ctx, c)
-}
-
-// decided reports whether c carries a decision for its generation.
-func decided(c *quotav1alpha1.ResourceClaim) bool {
-	return quotav1alpha1.IsTrue(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation) ||
-		quotav1alpha1.IsFalse(c.Status.Conditions, quotav1alpha1.ConditionGranted, c.Generation)
 }
 
 func (r *claimReconciler) decide(ctx context.Context, c *quotav1alpha1.ResourceClaim) (reconcile.Result, error) {

@@ -11,8 +11,8 @@
 //     prometheus.DefaultRegisterer, which Gatekeeper's Prometheus exporter
 //     serves (promhttp.Handler) on its --prometheus-port.
 //   - The manager: RegisterManager on controller-runtime's metrics.Registry,
-//     served on its --metrics-bind-address, with a collector that reads the
-//     buckets from the manager's cache at scrape time.
+//     served on its --metrics-bind-address, with collectors that read the
+//     buckets and the claims from the manager's cache at scrape time.
 package metrics
 
 import (
@@ -206,11 +206,15 @@ func admissionCollectors() []prometheus.Collector {
 	return []prometheus.Collector{admissionDecisions, reserveDuration, halts, leasedAdmissions}
 }
 
-// RegisterManager registers the manager's metrics: every bucket's numbers,
-// read from buckets (the manager's cache) at scrape time, the observer's lag
-// and errors, and the bucket store's conflicts and batches.
-func RegisterManager(reg prometheus.Registerer, buckets client.Reader) error {
-	return register(reg, append([]prometheus.Collector{NewBucketCollector(buckets, time.Now), observerLag, observerErrors}, storeCollectors()...))
+// RegisterManager registers the manager's metrics: every bucket's numbers
+// and the claims waiting for a decision, read from cache (the manager's) at
+// scrape time, the observer's lag and errors, the bucket store's conflicts
+// and batches, and when the serving certificate expires.
+func RegisterManager(reg prometheus.Registerer, cache client.Reader) error {
+	return register(reg, append([]prometheus.Collector{
+		NewBucketCollector(cache, time.Now), NewClaimCollector(cache, time.Now), servingCertificateCollector{},
+		observerLag, observerErrors,
+	}, storeCollectors()...))
 }
 
 // register registers every collector; one already registered (a second

@@ -15,6 +15,10 @@
 // servers read them from the certificate directory, re-read when they change
 // (controller-runtime's certwatcher), as before.
 //
+// Either way, each certificate loaded is recorded for the metric
+// quotakeeper_serving_certificate_expiration_timestamp_seconds (package
+// metrics), whose alert pages before it expires.
+//
 // It is a package of its own so the manager's main and an envtest suite wire
 // the certificate the same way.
 package servingcert
@@ -22,9 +26,14 @@ package servingcert
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
@@ -34,6 +43,8 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/quotakeeper/quotakeeper/internal/metrics"
 )
 
 // Options say where the certificate is kept and what it names.
@@ -89,15 +100,19 @@ func (c *Certificate) TLSOpts() []func(*tls.Config) {
 }
 
 // Add adds to mgr, with Rotate, the rotator and the watch of its Secret
-// (every replica runs both: every replica serves), and in either case the
-// readiness check "webhook": the webhook server answers a TLS handshake,
-// which it completes only once it has a certificate to present. Call it
-// before the manager starts.
+// (every replica runs both: every replica serves), without, a reader of
+// CertDir's certificate for its expiry, and in either case the readiness
+// check "webhook": the webhook server answers a TLS handshake, which it
+// completes only once it has a certificate to present. Call it before the
+// manager starts.
 func (c *Certificate) Add(mgr manager.Manager) error {
 	if c.opts.Rotate {
 		if err := c.addRotation(mgr); err != nil {
 			return err
 		}
+	} else if err := mgr.Add(&certFile{path: filepath.Join(c.opts.CertDir, corev1.TLSCertKey),
+		log: mgr.GetLogger().WithName("serving-certificate")}); err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
 	}
 	return mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker())
 }
@@ -185,6 +200,12 @@ func (c *Certificate) load(obj any) {
 	}
 	c.current.Store(&pair)
 	c.log.Info("serving the certificate from the Secret", "resourceVersion", secret.ResourceVersion)
+	// X509KeyPair parsed the leaf (unless GODEBUG x509keypairleaf=0).
+	if pair.Leaf != nil {
+		metrics.ServingCertificate(pair.Leaf.NotAfter)
+	} else if leaf, err := x509.ParseCertificate(pair.Certificate[0]); err == nil {
+		metrics.ServingCertificate(leaf.NotAfter)
+	}
 }
 
 func (c *Certificate) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -192,4 +213,62 @@ func (c *Certificate) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, er
 		return pair, nil
 	}
 	return nil, fmt.Errorf("no serving certificate in Secret %s yet", c.opts.Secret)
+}
+
+// certFileInterval is how often certFile reads the certificate again. The
+// servers' own watch (controller-runtime's certwatcher) picks a new file up
+// sooner; the expiry it reports is judged in days.
+const certFileInterval = time.Minute
+
+// certFile records the expiry of the certificate the servers read from
+// CertDir without Rotate (issued by something else, such as cert-manager):
+// at start and every certFileInterval, on every replica.
+type certFile struct {
+	path string
+	log  logr.Logger
+}
+
+// NeedLeaderElection is false: every replica serves the certificate.
+func (*certFile) NeedLeaderElection() bool { return false }
+
+// Start records the certificate's expiry until ctx ends. A file that cannot
+// be read is logged and read again later; the servers fail on it anyway.
+func (f *certFile) Start(ctx context.Context) error {
+	var last time.Time
+	for {
+		notAfter, err := readNotAfter(f.path)
+		switch {
+		case err != nil:
+			f.log.Error(err, "reading the serving certificate's expiry")
+		case !notAfter.Equal(last):
+			last = notAfter
+			f.log.Info("serving the certificate from the certificate directory", "path", f.path, "notAfter", notAfter)
+			metrics.ServingCertificate(notAfter)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(certFileInterval):
+		}
+	}
+}
+
+// readNotAfter returns the NotAfter of the first certificate in the PEM
+// file at path: the server's own, which a chain file puts first.
+func readNotAfter(path string) (time.Time, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return time.Time{}, err
+	}
+	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		crt, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%s: %w", path, err)
+		}
+		return crt.NotAfter, nil
+	}
+	return time.Time{}, fmt.Errorf("%s: no PEM certificate", path)
 }

@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -44,19 +46,33 @@ import (
 	"github.com/quotakeeper/quotakeeper/internal/webhooks"
 )
 
-// The manager's own permissions, beyond what the controllers declare:
-// its leader-election lease and the event leader election records when it
-// takes the lease (the GrantCreationPolicy controller declares its own
-// events), and the certificate rotator's secret (which the webhook server
-// and the provider watch for their certificate) and webhook configurations
-// (it writes the CA bundle into them).
+// The manager's own permissions, beyond what the controllers declare
+// (docs/operations.md, "Permissions, reviewed"): its leader-election lease
+// and the event leader election records when it takes the lease (the
+// GrantCreationPolicy controller declares its own events), and the
+// certificate rotator's Secret (which the webhook server and the provider
+// watch for their certificate) and webhook configurations (it writes the CA
+// bundle into them). The rotator lists the webhook configurations, the
+// Providers and its namespace's Secrets (cert-controller caches each kind
+// whole), but writes only its own, by name: whoever holds the manager's
+// token cannot switch off or redirect anyone else's webhook.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=quotakeeper-system
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch,namespace=quotakeeper-system
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update,namespace=quotakeeper-system
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch,namespace=quotakeeper-system
+// +kubebuilder:rbac:groups="",resources=secrets,resourceNames=quotakeeper-webhook-server-cert,verbs=update,namespace=quotakeeper-system
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=quotakeeper-validating-webhook-configuration,verbs=update;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=quotakeeper-mutating-webhook-configuration,verbs=update;patch
 // With --external-data-bind-address the rotator keeps the CA bundle of
-// Gatekeeper's Provider object too.
-// +kubebuilder:rbac:groups=externaldata.gatekeeper.sh,resources=providers,verbs=get;list;watch;update;patch
+// Gatekeeper's Provider object too, and the provider reads Gatekeeper's CA
+// from Gatekeeper's ValidatingWebhookConfiguration (above), never from
+// Gatekeeper's Secret, which holds the CA's private key.
+// +kubebuilder:rbac:groups=externaldata.gatekeeper.sh,resources=providers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=externaldata.gatekeeper.sh,resources=providers,resourceNames=quotakeeper,verbs=update;patch
+// The metrics endpoint authenticates its callers' tokens and asks the API
+// server whether they may get /metrics (controller-runtime's filters).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // The observer's reads: the quota templates and their constraints and the
 // namespaces (their labels name consumers). The kinds the constraints match
@@ -75,6 +91,7 @@ import (
 
 type flags struct {
 	metricsAddr, probeAddr      string
+	metricsSecure               bool
 	pprofAddr                   string
 	leaderElect                 bool
 	leaderElectionID            string
@@ -106,12 +123,16 @@ type flags struct {
 	externalDataProvider        string
 	externalDataClientCA        string
 	externalDataClientCASecret  string
+	externalDataClientCAWebhook string
+	externalDataClientNames     string
+	externalDataAnyClient       bool
 	externalDataDeadline        time.Duration
 }
 
 func parseFlags() flags {
 	var f flags
 	flag.StringVar(&f.metricsAddr, "metrics-bind-address", ":8080", `Address the metrics endpoint binds to; "0" turns it off.`)
+	flag.BoolVar(&f.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS (with the webhook certificate) to callers whose token the API server authenticates and authorizes to get the non-resource URL /metrics (the chart's ClusterRole quotakeeper-metrics-reader); =false serves plain HTTP to anyone.")
 	flag.StringVar(&f.pprofAddr, "pprof-bind-address", "", `Address Go's profiler (/debug/pprof/) binds to, for finding where the manager's CPU goes (make load -pprof); empty turns it off.`)
 	flag.StringVar(&f.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	flag.BoolVar(&f.leaderElect, "leader-elect", true, "Elect a leader, so only one replica runs the controllers (webhooks are served by every replica).")
@@ -144,7 +165,10 @@ func parseFlags() flags {
 	flag.StringVar(&f.externalDataAddr, "external-data-bind-address", "", `Address the External Data provider listens on (HTTPS, with the webhook certificate), for a stock Gatekeeper running the templates' External Data twins; empty turns it off (docs/operations.md#stock-gatekeeper-external-data).`)
 	flag.StringVar(&f.externalDataProvider, "external-data-provider", "quotakeeper", "Name of Gatekeeper's Provider object for the External Data provider, whose CA bundle the certificate rotator keeps.")
 	flag.StringVar(&f.externalDataClientCA, "external-data-client-ca", "", "PEM file of the CA that signed Gatekeeper's certificate: when set, the provider answers only a client presenting a certificate it signed (mTLS; Gatekeeper presents its webhook certificate to providers).")
-	flag.StringVar(&f.externalDataClientCASecret, "external-data-client-ca-secret", "", "namespace/name of the Secret whose ca.crt signed Gatekeeper's certificate (Gatekeeper's gatekeeper-webhook-server-cert): as --external-data-client-ca, read from the API server and followed as Gatekeeper rotates it.")
+	flag.StringVar(&f.externalDataClientCASecret, "external-data-client-ca-secret", "", "namespace/name of a Secret whose ca.crt signed Gatekeeper's certificate: as --external-data-client-ca, read from the API server and followed as Gatekeeper rotates it. Prefer --external-data-client-ca-webhook: Gatekeeper's own Secret holds its CA's private key too.")
+	flag.StringVar(&f.externalDataClientCAWebhook, "external-data-client-ca-webhook", "", "ValidatingWebhookConfiguration whose CA bundle signed Gatekeeper's certificate (Gatekeeper's gatekeeper-validating-webhook-configuration, which its rotator keeps): as --external-data-client-ca, read from the API server and followed as Gatekeeper rotates it.")
+	flag.StringVar(&f.externalDataClientNames, "external-data-client-names", "", "Comma-separated DNS names one of which Gatekeeper's client certificate must carry (its webhook Service's, gatekeeper-webhook-service.<namespace>.svc): with a client CA, the provider authorizes its caller, not only the certificate's chain. Empty: any certificate the client CA signed.")
+	flag.BoolVar(&f.externalDataAnyClient, "external-data-allow-any-client", false, "Serve the provider without a client CA: any pod that reaches it may reserve in any bucket and read any consumer's usage. Without it the manager refuses to start a provider that has no client CA.")
 	flag.DurationVar(&f.externalDataDeadline, "external-data-deadline", 4*time.Second, "Longest a quota.reserve call the provider answers waits for the ledger before it denies and undoes what it wrote; keep it below the Provider's spec.timeout.")
 	printVersion := flag.Bool("version", false, "Print the version and exit.")
 	opts := zap.Options{}
@@ -204,7 +228,7 @@ func run(f flags) error {
 		// their managedFields are most of a small object's bytes and no
 		// policy or controller here reads them.
 		Cache:                         cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
-		Metrics:                       metricsserver.Options{BindAddress: f.metricsAddr},
+		Metrics:                       metricsOptions(f, serving),
 		HealthProbeBindAddress:        f.probeAddr,
 		PprofBindAddress:              f.pprofAddr,
 		LeaderElection:                f.leaderElect,
@@ -289,7 +313,8 @@ func run(f flags) error {
 	}
 	if f.externalDataAddr != "" {
 		if err := mgr.Add(&externaldata.Server{Addr: f.externalDataAddr, CertDir: f.certDir, TLSOpts: serving.TLSOpts(),
-			ClientCA: clientCA, Env: providerEnv.Load, Log: ctrl.Log.WithName("external-data")}); err != nil {
+			ClientCA: clientCA, ClientNames: splitList(f.externalDataClientNames), AllowAnyClient: f.externalDataAnyClient,
+			Env: providerEnv.Load, Log: ctrl.Log.WithName("external-data")}); err != nil {
 			return fmt.Errorf("external data provider: %w", err)
 		}
 	}
@@ -329,12 +354,43 @@ func addObserver(mgr ctrl.Manager, f flags, l *ledger.Ledger, m *grants.Mirror, 
 	return mgr.Add(o)
 }
 
+// metricsOptions serve the metrics endpoint, with --metrics-secure over
+// HTTPS to authenticated and authorized callers only, as kubebuilder
+// scaffolds it. It presents the webhook certificate (the rotator's, or
+// --cert-dir's), so a scraper can verify it with the CA bundle of the
+// webhook configurations.
+func metricsOptions(f flags, serving *servingcert.Certificate) metricsserver.Options {
+	if !f.metricsSecure {
+		return metricsserver.Options{BindAddress: f.metricsAddr}
+	}
+	return metricsserver.Options{
+		BindAddress:    f.metricsAddr,
+		SecureServing:  true,
+		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		CertDir:        f.certDir,
+		// HTTP/1.1 only, as kubebuilder scaffolds it: HTTP/2's stream
+		// reset and rapid reset attacks (CVE-2023-44487, CVE-2023-39325)
+		// reach an endpoint before it authenticates anyone.
+		TLSOpts: append(serving.TLSOpts(), func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }),
+	}
+}
+
 // externalDataClientCA is where the provider reads the CA of Gatekeeper's
-// client certificate: a file, a Secret, or none (no mTLS).
+// client certificate: a file, a Secret, a webhook configuration's CA
+// bundle, or none (no mTLS, which the provider refuses unless
+// --external-data-allow-any-client).
 func externalDataClientCA(f flags, reader client.Reader) (func(context.Context) ([]byte, error), error) {
+	given := 0
+	for _, v := range []string{f.externalDataClientCA, f.externalDataClientCASecret, f.externalDataClientCAWebhook} {
+		if v != "" {
+			given++
+		}
+	}
 	switch {
-	case f.externalDataClientCA != "" && f.externalDataClientCASecret != "":
-		return nil, errors.New("--external-data-client-ca and --external-data-client-ca-secret: give one")
+	case given > 1:
+		return nil, errors.New("--external-data-client-ca, --external-data-client-ca-secret and --external-data-client-ca-webhook: give one")
+	case f.externalDataClientCAWebhook != "":
+		return externaldata.ClientCAWebhook(reader, f.externalDataClientCAWebhook), nil
 	case f.externalDataClientCA != "":
 		return externaldata.ClientCAFile(f.externalDataClientCA), nil
 	case f.externalDataClientCASecret != "":

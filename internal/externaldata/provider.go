@@ -62,6 +62,9 @@ type Handler struct {
 	// present a client certificate the server verified (mTLS: the server's
 	// tls.Config decides which CAs it trusts).
 	RequireClientCertificate bool
+	// ClientNames, with RequireClientCertificate, are the names one of
+	// which the verified client certificate must carry (Server.ClientNames).
+	ClientNames []string
 }
 
 func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -74,6 +77,12 @@ func (h Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.RequireClientCertificate && (r.TLS == nil || len(r.TLS.VerifiedChains) == 0) {
 		respond(w, http.StatusUnauthorized, frameworks.Response{SystemError: "the quotakeeper provider requires Gatekeeper's client certificate"})
 		return
+	}
+	if h.RequireClientCertificate && len(h.ClientNames) > 0 {
+		if err := authorizeClient(r.TLS.VerifiedChains, h.ClientNames); err != nil {
+			respond(w, http.StatusForbidden, frameworks.Response{SystemError: "the quotakeeper provider: " + err.Error()})
+			return
+		}
 	}
 	var req frameworks.ProviderRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))

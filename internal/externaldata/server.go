@@ -1,6 +1,7 @@
 package externaldata
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -10,10 +11,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -48,6 +51,15 @@ type Server struct {
 	ClientCA func(ctx context.Context) ([]byte, error)
 	// ClientCARefresh: default 30s.
 	ClientCARefresh time.Duration
+	// ClientNames, with ClientCA, authorize the caller and not only its
+	// certificate chain: the verified client certificate must name one of
+	// them (a DNS name of its subject alternative names; Gatekeeper's
+	// names its webhook Service, gatekeeper-webhook-service.<namespace>.svc).
+	// Empty: any certificate ClientCA signed.
+	ClientNames []string
+	// AllowAnyClient must be true for a server without ClientCA: Start
+	// refuses to serve every pod that reaches it unless told so.
+	AllowAnyClient bool
 	// Log reports a client CA that cannot be read; default: discarded.
 	Log logr.Logger
 }
@@ -57,6 +69,9 @@ func (*Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends.
 func (s *Server) Start(ctx context.Context) error {
+	if s.ClientCA == nil && !s.AllowAnyClient {
+		return errors.New("external data provider: no client CA, so any pod that reaches it could reserve in any bucket and read any consumer's usage; give Gatekeeper's CA, or allow any client explicitly")
+	}
 	config := &tls.Config{MinVersion: tls.VersionTLS13}
 	for _, opt := range s.TLSOpts {
 		opt(config)
@@ -74,6 +89,9 @@ func (s *Server) Start(ctx context.Context) error {
 		var pool atomic.Pointer[x509.CertPool]
 		go s.followClientCA(ctx, &pool)
 		config.ClientAuth = tls.RequireAndVerifyClientCert
+		if len(s.ClientNames) > 0 {
+			config.VerifyConnection = s.verifyClientName
+		}
 		config.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			c := config.Clone()
 			c.GetConfigForClient = nil
@@ -83,6 +101,7 @@ func (s *Server) Start(ctx context.Context) error {
 			return c, nil
 		}
 		handler.RequireClientCertificate = true
+		handler.ClientNames = s.ClientNames
 	}
 	mux := http.NewServeMux()
 	mux.Handle(Path, handler)
@@ -101,6 +120,31 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("external data provider: %w", err)
 	}
 	return nil
+}
+
+// verifyClientName refuses, at the handshake, a client whose verified
+// certificate names none of ClientNames.
+func (s *Server) verifyClientName(cs tls.ConnectionState) error {
+	if err := authorizeClient(cs.VerifiedChains, s.ClientNames); err != nil {
+		s.Log.Info("refused a client", "reason", err.Error())
+		return err
+	}
+	return nil
+}
+
+// authorizeClient is nil when the leaf of the first verified chain names
+// one of names (as a DNS name of its subject alternative names).
+func authorizeClient(chains [][]*x509.Certificate, names []string) error {
+	if len(chains) == 0 || len(chains[0]) == 0 {
+		return errors.New("no verified client certificate")
+	}
+	leaf := chains[0][0]
+	for _, name := range leaf.DNSNames {
+		if slices.Contains(names, name) {
+			return nil
+		}
+	}
+	return fmt.Errorf("the client certificate names %v; the provider answers only %v", leaf.DNSNames, names)
 }
 
 // followClientCA reads the client CA now and every ClientCARefresh into
@@ -139,6 +183,31 @@ func (s *Server) readClientCA(ctx context.Context) (*x509.CertPool, error) {
 // ClientCAFile reads the client CA from a file.
 func ClientCAFile(path string) func(context.Context) ([]byte, error) {
 	return func(context.Context) ([]byte, error) { return os.ReadFile(path) }
+}
+
+// ClientCAWebhook reads the client CA from the CA bundles of a
+// ValidatingWebhookConfiguration: Gatekeeper's rotator writes its CA into
+// every webhook of gatekeeper-validating-webhook-configuration. Reading it
+// needs no access to Gatekeeper's Secret, which holds the CA's private key
+// too.
+func ClientCAWebhook(reader client.Reader, name string) func(context.Context) ([]byte, error) {
+	return func(ctx context.Context) ([]byte, error) {
+		config := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := reader.Get(ctx, types.NamespacedName{Name: name}, config); err != nil {
+			return nil, fmt.Errorf("ValidatingWebhookConfiguration %s: %w", name, err)
+		}
+		var bundles []byte
+		for _, w := range config.Webhooks {
+			if len(w.ClientConfig.CABundle) > 0 && !bytes.Contains(bundles, w.ClientConfig.CABundle) {
+				bundles = append(bundles, w.ClientConfig.CABundle...)
+				bundles = append(bundles, '\n')
+			}
+		}
+		if len(bundles) == 0 {
+			return nil, fmt.Errorf("ValidatingWebhookConfiguration %s holds no CA bundle yet", name)
+		}
+		return bundles, nil
+	}
 }
 
 // ClientCASecretKey is the key of a Secret that holds a CA, as Gatekeeper's

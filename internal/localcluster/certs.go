@@ -29,7 +29,9 @@ import (
 
 // issueServingCert writes a CA of its own and a certificate for 127.0.0.1
 // and localhost, for server and client auth, into dir (tls.crt, tls.key),
-// and returns the CA's PEM.
+// and returns the CA's PEM. The certificate names Gatekeeper's webhook
+// Service too, as Gatekeeper's does in a cluster: the provider authorizes
+// Gatekeeper by that name (the chart's externalData.clientNames).
 func issueServingCert(dir string) ([]byte, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -57,7 +59,7 @@ func issueServingCert(dir string) ([]byte, error) {
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(365 * 24 * time.Hour),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:    []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		DNSNames:    []string{"localhost", "gatekeeper-webhook-service." + GatekeeperNamespace + ".svc"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 	}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	if err != nil {

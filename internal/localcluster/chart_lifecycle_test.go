@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -251,6 +252,33 @@ func TestChartMonitoringObjects(t *testing.T) {
 	}
 	if sm.GetLabels()["release"] != "prom" {
 		t.Errorf("ServiceMonitor labels %v, want release=prom added", sm.GetLabels())
+	}
+	// HTTPS with Prometheus's token, checking the webhook certificate's
+	// name (metrics.secure, on by default); plain HTTP with it off.
+	want := "map[bearerTokenFile:/var/run/secrets/kubernetes.io/serviceaccount/token honorLabels:true interval:30s path:/metrics port:metrics scheme:https " +
+		"tlsConfig:map[insecureSkipVerify:true serverName:quotakeeper-webhook-service." + ChartNamespace + ".svc]]"
+	if got := fmt.Sprint(endpoints[0]); got != want {
+		t.Errorf("ServiceMonitor endpoint %s, want %s", got, want)
+	}
+	plain := render(t, "--set", "metrics.serviceMonitor.enabled=true,metrics.secure=false")
+	if sm, err = plain.Object("ServiceMonitor", "quotakeeper-manager"); err != nil {
+		t.Fatal(err)
+	}
+	endpoints, _, _ = unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if got, want := fmt.Sprint(endpoints[0]), "map[honorLabels:true interval:30s path:/metrics port:metrics]"; got != want {
+		t.Errorf("metrics.secure=false: ServiceMonitor endpoint %s, want %s", got, want)
+	}
+	// metrics.readers are bound to quotakeeper-metrics-reader; none by default.
+	if _, err := r.Object("ClusterRoleBinding", "quotakeeper-metrics-reader"); err == nil {
+		t.Error("default values bind quotakeeper-metrics-reader")
+	}
+	readers := render(t, "--set", "metrics.readers[0].kind=ServiceAccount,metrics.readers[0].name=prometheus-k8s,metrics.readers[0].namespace=monitoring")
+	crb, err := readers.Object("ClusterRoleBinding", "quotakeeper-metrics-reader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(crb.Object["roleRef"], crb.Object["subjects"]), "map[apiGroup:rbac.authorization.k8s.io kind:ClusterRole name:quotakeeper-metrics-reader] [map[kind:ServiceAccount name:prometheus-k8s namespace:monitoring]]"; got != want {
+		t.Errorf("ClusterRoleBinding quotakeeper-metrics-reader: %s, want %s", got, want)
 	}
 
 	rule, err := on.Object("PrometheusRule", "quotakeeper")

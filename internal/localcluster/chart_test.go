@@ -172,6 +172,7 @@ func TestChartValues(t *testing.T) {
 		"--reservation-ttl=2m",
 		"--webhook-port=9443",
 		"--cert-dir=/certs",
+		"--metrics-secure=true",
 		"--consumer-label-groups=system:masters",
 		"--bypass-groups=system:masters",
 	)
@@ -198,6 +199,7 @@ func TestChartValues(t *testing.T) {
 		"--reservation-ttl=90s",
 		"--webhook-port=9443",
 		"--cert-dir=/certs",
+		"--metrics-secure=true",
 		"--disable-cert-rotation",
 		"--consumer-label-groups=platform,system:masters",
 		"--bypass-groups=sre",
@@ -288,10 +290,14 @@ func requireManagerEnv(t *testing.T, r Rendered, want ...corev1.EnvVar) {
 func TestChartRendersTheExternalDataMode(t *testing.T) {
 	r := render(t, "--set", "admission=externalData", "--set", "externalData.timeoutSeconds=7")
 	requireSameObjects(t, "ConstraintTemplates", r.Kinds("ConstraintTemplate"), readFiles(t, "templates/*/template-externaldata.yaml"))
-	// config/rbac's, and the Role that lets the manager read Gatekeeper's
-	// CA (mTLS, externalData.clientCASecret).
+	// config/rbac's, and no Role in Gatekeeper's namespace: the provider
+	// reads Gatekeeper's CA from its webhook configuration's CA bundle.
+	requireSameObjects(t, "RBAC", r.Installed().Kinds(rbacKinds...), kustomize(t, "config/rbac"))
+	// With externalData.clientCASecret instead, a Role that lets the
+	// manager get that one Secret.
+	withSecret := render(t, "--set", "admission=externalData", "--set", "externalData.clientCASecret=gatekeeper-system/gatekeeper-webhook-server-cert")
 	var rbac []*unstructured.Unstructured
-	for _, o := range r.Installed().Kinds(rbacKinds...) {
+	for _, o := range withSecret.Installed().Kinds(rbacKinds...) {
 		if o.GetName() == "quotakeeper-external-data-client-ca" {
 			if o.GetNamespace() != GatekeeperNamespace {
 				t.Errorf("%s %s in %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), GatekeeperNamespace)
@@ -326,26 +332,36 @@ func TestChartRendersTheExternalDataMode(t *testing.T) {
 		"--reservation-ttl=2m",
 		"--webhook-port=9443",
 		"--cert-dir=/certs",
+		"--metrics-secure=true",
 		"--consumer-label-groups=system:masters",
 		"--bypass-groups=system:masters",
 		"--external-data-bind-address=:9444",
 		"--external-data-deadline=6s",
 		"--capacity-leases=true",
-		"--external-data-client-ca-secret=gatekeeper-system/gatekeeper-webhook-server-cert",
+		"--external-data-client-ca-webhook=gatekeeper-validating-webhook-configuration",
+		"--external-data-client-names=gatekeeper-webhook-service.gatekeeper-system.svc",
 	)
-	// Without it, TLS only: no flag, no Role.
-	tlsOnly := render(t, "--set", "admission=externalData", "--set", "externalData.clientCASecret=")
-	if _, err := tlsOnly.Object("Role", "quotakeeper-external-data-client-ca"); err == nil {
-		t.Errorf("externalData.clientCASecret empty renders the Role that reads Gatekeeper's CA")
-	}
-	d, err := tlsOnly.managerDeployment()
+	d, err := withSecret.managerDeployment()
 	if err != nil {
 		t.Fatal(err)
 	}
+	if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--external-data-client-ca-secret=gatekeeper-system/gatekeeper-webhook-server-cert") ||
+		slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--external-data-client-ca-webhook") }) {
+		t.Errorf("externalData.clientCASecret set: manager flags %q, want the Secret's flag instead of the webhook's", args)
+	}
+	// Without a client CA, TLS only, and only when asked for by name.
+	tlsOnly := render(t, "--set", "admission=externalData", "--set", "externalData.clientCAWebhook=,externalData.clientNames=null,externalData.allowAnyClient=true")
+	if d, err = tlsOnly.managerDeployment(); err != nil {
+		t.Fatal(err)
+	}
+	var clientFlags []string
 	for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
-		if strings.HasPrefix(arg, "--external-data-client-ca") {
-			t.Errorf("externalData.clientCASecret empty renders %s", arg)
+		if strings.HasPrefix(arg, "--external-data-client") || strings.HasPrefix(arg, "--external-data-allow") {
+			clientFlags = append(clientFlags, arg)
 		}
+	}
+	if want := []string{"--external-data-allow-any-client"}; !slices.Equal(clientFlags, want) {
+		t.Errorf("no client CA: client flags %q, want %q", clientFlags, want)
 	}
 	// Capacity leases: in this mode the provider takes them, on unless
 	// turned off.

@@ -552,14 +552,24 @@ func (c *Cluster) startManager(ctx context.Context) error {
 		"--cert-dir="+c.CertDir(),
 		"--disable-cert-rotation",
 	)
+	args = append(args, c.opts.ManagerArgs...)
 	c.Manager = &Process{
 		Name:    "quotakeeper-manager",
 		Path:    c.opts.Manager,
-		Args:    append(args, c.opts.ManagerArgs...),
+		Args:    args,
 		Env:     c.opts.ManagerEnv,
 		LogPath: filepath.Join(c.opts.Dir, "quotakeeper-manager.log"),
 		Ready:   fmt.Sprintf("http://127.0.0.1:%d/readyz", health),
 		Metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", metrics),
+	}
+	// Over HTTPS to an authorized token, as Prometheus scrapes it, unless
+	// the flags turn that off.
+	if metricsSecure(args) {
+		c.Manager.Metrics = fmt.Sprintf("https://127.0.0.1:%d/metrics", metrics)
+		c.Manager.MetricsCA = c.CAData()
+		if c.Manager.MetricsToken, err = c.metricsReaderToken(ctx); err != nil {
+			return err
+		}
 	}
 	if err := c.Manager.Start(ctx, 2*time.Minute); err != nil {
 		return err

@@ -28,6 +28,11 @@ type Process struct {
 	// --prometheus-port (where the plugin's quotakeeper_* metrics are),
 	// the manager's --metrics-bind-address.
 	Metrics string
+	// MetricsToken, when set, is the bearer token a scrape presents, and
+	// MetricsCA what the HTTPS endpoint's certificate chains to: the
+	// manager serves metrics to authorized callers only (--metrics-secure).
+	MetricsToken string
+	MetricsCA    []byte
 
 	mu sync.Mutex
 	// pid leads the process group; zero before the first start.

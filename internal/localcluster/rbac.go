@@ -6,8 +6,11 @@ import (
 	"slices"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -117,4 +120,48 @@ func (c *Cluster) writeServiceAccountKubeconfig(ctx context.Context, file string
 		return "", fmt.Errorf("ServiceAccount %s/%s: %w", sa.Namespace, sa.Name, err)
 	}
 	return c.writeUserKubeconfig(file, envtest.User{Name: sa.UserName(), Groups: sa.Groups()})
+}
+
+// MetricsReader is the ServiceAccount the bed scrapes the manager's metrics
+// as, bound to the chart's quotakeeper-metrics-reader as a Prometheus's is
+// (the chart's metrics.readers).
+var MetricsReader = ServiceAccount{Namespace: ManagerServiceAccount.Namespace, Name: "quotakeeper-metrics-scraper"}
+
+// metricsReaderToken creates MetricsReader and its binding, and returns a
+// token for it: the manager's metrics endpoint authenticates tokens only
+// (a TokenReview), not the client certificates the bed's processes use.
+func (c *Cluster) metricsReaderToken(ctx context.Context) (string, error) {
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: MetricsReader.Namespace, Name: MetricsReader.Name}}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: MetricsReader.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "quotakeeper-metrics-reader"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
+	}
+	for _, o := range []client.Object{sa, binding} {
+		if err := c.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("metrics reader: %w", err)
+		}
+	}
+	// A week: longer than any test run or ordinary make run session.
+	expiry := int64((7 * 24 * time.Hour).Seconds())
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}
+	if err := c.Client.SubResource("token").Create(ctx, sa, req); err != nil {
+		return "", fmt.Errorf("metrics reader token: %w", err)
+	}
+	return req.Status.Token, nil
+}
+
+// metricsSecure says whether the manager's flags serve metrics over HTTPS
+// to authorized callers: its default, unless a later flag says false.
+func metricsSecure(args []string) bool {
+	secure := true
+	for _, arg := range args {
+		switch arg {
+		case "--metrics-secure", "--metrics-secure=true":
+			secure = true
+		case "--metrics-secure=false":
+			secure = false
+		}
+	}
+	return secure
 }

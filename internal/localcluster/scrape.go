@@ -2,6 +2,8 @@ package localcluster
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"math"
@@ -22,7 +24,16 @@ func (p *Process) Scrape(ctx context.Context) (Metrics, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	resp, err := http.DefaultClient.Do(req)
+	client := http.DefaultClient
+	if p.MetricsToken != "" {
+		req.Header.Set("Authorization", "Bearer "+p.MetricsToken)
+	}
+	if p.MetricsCA != nil {
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(p.MetricsCA)
+		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", p.Name, err)
 	}

@@ -3,8 +3,13 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	quotav1alpha1 "github.com/quotakeeper/quotakeeper/api/v1alpha1"
 	"github.com/quotakeeper/quotakeeper/internal/localcluster"
@@ -111,6 +116,38 @@ func TestMetrics(t *testing.T) {
 	}
 	if _, ok := fams["controller_runtime_reconcile_errors_total"]; !ok {
 		t.Error("the manager exports no controller_runtime_reconcile_errors_total")
+	}
+}
+
+// The manager serves metrics over HTTPS to callers the API server
+// authenticates and authorizes, as the chart installs it: the bed's
+// scraper, a ServiceAccount bound to quotakeeper-metrics-reader as a
+// Prometheus's is, reads them; no token is refused as unauthenticated, and
+// the token of a ServiceAccount without the binding as forbidden.
+func TestManagerMetricsNeedAnAuthorizedToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	if !strings.HasPrefix(cluster.Manager.Metrics, "https://") || cluster.Manager.MetricsToken == "" {
+		t.Fatalf("the manager's metrics at %s, token set %t: want HTTPS with a token (the chart's metrics.secure)", cluster.Manager.Metrics, cluster.Manager.MetricsToken != "")
+	}
+	if _, err := cluster.Manager.Scrape(ctx); err != nil {
+		t.Fatalf("the scraper bound to quotakeeper-metrics-reader: %v", err)
+	}
+	stranger := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: localcluster.MetricsReader.Namespace, Name: "e2e-metrics-stranger"}}
+	create(t, stranger)
+	expiry := int64(600)
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}
+	if err := cluster.Client.SubResource("token").Create(ctx, stranger, req); err != nil {
+		t.Fatal(err)
+	}
+	for who, c := range map[string]struct{ token, want string }{
+		"no token":                   {"", "401 Unauthorized"},
+		"a ServiceAccount not bound": {req.Status.Token, "403 Forbidden"},
+	} {
+		p := &localcluster.Process{Name: "quotakeeper-manager", Metrics: cluster.Manager.Metrics, MetricsCA: cluster.Manager.MetricsCA, MetricsToken: c.token}
+		if _, err := p.Scrape(ctx); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: scrape %v, want %s", who, err, c.want)
+		}
 	}
 }
 

@@ -157,6 +157,7 @@ verify: generate $(GOLANGCI_LINT) $(PROMTOOL) $(HELM) ## Fail when generated fil
 	$(QUOTACTL) opa fmt --list --fail rego/
 	$(QUOTACTL) opa check --strict --capabilities rego/capabilities.json rego/
 	$(PROMTOOL) check rules config/prometheus/rules.yaml
+	$(PROMTOOL) test rules config/prometheus/rules_test.yaml
 	kubectl kustomize config/default > /dev/null
 	@# Both charts as the docs install them: ours with its defaults and with
 	@# the samples, Gatekeeper's stock chart (from the module cache, the
@@ -441,10 +442,11 @@ E2E_TEST_FLAGS ?= -count=1 -timeout 30m -parallel 6 -mod=readonly
 E2E_SKIP ?=
 E2E_RUN = $(if $(E2E_SKIP),-skip '$(E2E_SKIP)')
 
-test: testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota $(HELM) $(SPIN) ## The README's test command: Rego tests, template suites, the protocol's model in its bounded scopes, every package's unit and envtest suites with the race detector (fuzz seed corpora and the ledger's conformance to the model included), and the end-to-end smoke in both admission modes. The tiers after it: test-e2e, faults, fuzz, model, exactness, node-e2e; .ci/run runs them all.
+test: testbin gatekeeper gatekeeper-stock manager quotactl kubectl-quota $(HELM) $(SPIN) $(PROMTOOL) ## The README's test command: Rego tests, template suites, the protocol's model in its bounded scopes, every package's unit and envtest suites with the race detector (fuzz seed corpora and the ledger's conformance to the model included), and the end-to-end smoke in both admission modes. The tiers after it: test-e2e, faults, fuzz, model, exactness, node-e2e; .ci/run runs them all.
 	$(QUOTACTL) opa test --quota rego/testdata/quota.yaml rego/
 	hack/model/check.sh bounded
 	$(QUOTACTL) verify templates/
+	$(PROMTOOL) test rules config/prometheus/rules_test.yaml
 	cd hack/tools/images && go test -count=1 $(if $(V),-v) ./...
 	QUOTAKEEPER_REQUIRE_SPIN=1 go test $(GO_TEST_FLAGS) $$(go list ./... | grep -vE '$(E2E_TIER)')
 	cd api && go test $(GO_TEST_FLAGS) ./...

@@ -230,7 +230,8 @@ func start(t *testing.T, ns, certDir string) *run {
 	if err := cert.Add(mgr); err != nil {
 		t.Fatal(err)
 	}
-	if err := mgr.Add(&externaldata.Server{Addr: r.providerAddr, CertDir: r.certDir, TLSOpts: cert.TLSOpts()}); err != nil {
+	// The certificate is what is tested, not the caller: any client.
+	if err := mgr.Add(&externaldata.Server{Addr: r.providerAddr, CertDir: r.certDir, TLSOpts: cert.TLSOpts(), AllowAnyClient: true}); err != nil {
 		t.Fatal(err)
 	}
 	runCtx, cancel := context.WithCancel(ctx)

@@ -162,12 +162,19 @@ func TestChartPodValues(t *testing.T) {
 	if !reflect.DeepEqual(spec.TopologySpreadConstraints, wantSpread) {
 		t.Errorf("default topologySpreadConstraints %+v, want %+v", spec.TopologySpreadConstraints, wantSpread)
 	}
-	if spec.PriorityClassName != "" || spec.ImagePullSecrets != nil || len(d.Spec.Template.Annotations) != 0 {
-		t.Errorf("defaults: priorityClassName %q, imagePullSecrets %v, annotations %v; want none", spec.PriorityClassName, spec.ImagePullSecrets, d.Spec.Template.Annotations)
+	// Every quotakeeper webhook fails closed: the manager is critical by
+	// default, as Gatekeeper's chart makes its own pods.
+	if spec.PriorityClassName != "system-cluster-critical" || spec.ImagePullSecrets != nil || len(d.Spec.Template.Annotations) != 0 {
+		t.Errorf("defaults: priorityClassName %q, imagePullSecrets %v, annotations %v; want system-cluster-critical and none", spec.PriorityClassName, spec.ImagePullSecrets, d.Spec.Template.Annotations)
+	}
+	if d, err := render(t, "--set", "manager.priorityClassName=").managerDeployment(); err != nil {
+		t.Error(err)
+	} else if got := d.Spec.Template.Spec.PriorityClassName; got != "" {
+		t.Errorf("priorityClassName= renders %q, want none", got)
 	}
 
 	r := render(t,
-		"--set", "manager.priorityClassName=system-cluster-critical,imagePullSecrets[0].name=regcred",
+		"--set", "manager.priorityClassName=platform-critical,imagePullSecrets[0].name=regcred",
 		"--set", "manager.podLabels.team=platform,manager.podAnnotations.example\\.com/owner=sre",
 		"--set", "manager.topologySpreadConstraints[0].maxSkew=1,manager.topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone,manager.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule")
 	d, err = r.managerDeployment()
@@ -175,7 +182,7 @@ func TestChartPodValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec = d.Spec.Template.Spec
-	if spec.PriorityClassName != "system-cluster-critical" || !reflect.DeepEqual(spec.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
+	if spec.PriorityClassName != "platform-critical" || !reflect.DeepEqual(spec.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "regcred"}}) {
 		t.Errorf("priorityClassName %q, imagePullSecrets %v", spec.PriorityClassName, spec.ImagePullSecrets)
 	}
 	wantLabels := map[string]string{"team": "platform", "app.kubernetes.io/name": "quotakeeper-manager"}
@@ -189,7 +196,7 @@ func TestChartPodValues(t *testing.T) {
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("Jobs %v (%v)", jobs, err)
 	}
-	if js := jobs[0].Spec.Template.Spec; js.PriorityClassName != "system-cluster-critical" || !reflect.DeepEqual(js.ImagePullSecrets, spec.ImagePullSecrets) {
+	if js := jobs[0].Spec.Template.Spec; js.PriorityClassName != "platform-critical" || !reflect.DeepEqual(js.ImagePullSecrets, spec.ImagePullSecrets) {
 		t.Errorf("uninstall pod: priorityClassName %q, imagePullSecrets %v; want the manager's", js.PriorityClassName, js.ImagePullSecrets)
 	}
 	if d, err := render(t, "--set", "manager.topologySpreadConstraints=null").managerDeployment(); err != nil || d.Spec.Template.Spec.TopologySpreadConstraints != nil {

@@ -158,6 +158,7 @@ func TestRealNode(t *testing.T) {
 	}{
 		{"the manager's image runs as nonroot with a pod IP", testManagerImageRunsAsNonrootWithAPodIP},
 		{"both charts install as documented", testChartsInstallAsDocumented},
+		{"the manager's metrics need a reader's token", testMetricsNeedAToken},
 		{"Gatekeeper's pods decide quota exactly", testAdmissionThroughThePods},
 		{"the manager's pods killed and rescheduled", testManagerPodsKilledAndRescheduled},
 		{"Gatekeeper rolled", testGatekeeperRolled},

@@ -345,3 +345,40 @@ func TestChartValuesSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// networkPolicy.enabled lets in only what the manager serves, on its pods:
+// the webhooks, the provider from Gatekeeper's pods only (and only in the
+// External Data mode), the metrics, the probes. Off by default. (No network
+// plugin here enforces NetworkPolicy, so this is its rendering.)
+func TestChartNetworkPolicy(t *testing.T) {
+	if objs := render(t).Kinds("NetworkPolicy"); len(objs) != 0 {
+		t.Error("default values render a NetworkPolicy")
+	}
+	ingress := func(args ...string) string {
+		t.Helper()
+		np, err := render(t, append([]string{"--set", "networkPolicy.enabled=true"}, args...)...).Object("NetworkPolicy", "quotakeeper-manager")
+		if err != nil {
+			t.Fatal(err)
+		}
+		selector, _, _ := unstructured.NestedStringMap(np.Object, "spec", "podSelector", "matchLabels")
+		if fmt.Sprint(selector) != "map[app.kubernetes.io/name:quotakeeper-manager]" {
+			t.Errorf("NetworkPolicy selects %v, want the manager's pods", selector)
+		}
+		rules, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+		return fmt.Sprint(rules)
+	}
+	port := func(p int) string { return fmt.Sprintf("ports:[map[port:%d protocol:TCP]]", p) }
+	if got, want := ingress(), "[map["+port(9443)+"] map["+port(8080)+"] map["+port(8081)+"]]"; got != want {
+		t.Errorf("builtins mode: ingress %s, want %s", got, want)
+	}
+	got := ingress("--set", "admission=externalData,gatekeeper.namespace=policy",
+		"--set", "networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.0/24",
+		"--set", "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.team=monitoring")
+	want := "[map[from:[map[ipBlock:map[cidr:10.0.0.0/24]]] " + port(9443) + "] " +
+		"map[from:[map[namespaceSelector:map[matchLabels:map[kubernetes.io/metadata.name:policy]] podSelector:map[matchLabels:map[gatekeeper.sh/system:yes]]]] " + port(9444) + "] " +
+		"map[from:[map[namespaceSelector:map[matchLabels:map[team:monitoring]]]] " + port(8080) + "] " +
+		"map[" + port(8081) + "]]"
+	if got != want {
+		t.Errorf("externalData mode with peers: ingress\n%s\nwant\n%s", got, want)
+	}
+}

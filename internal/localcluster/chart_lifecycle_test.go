@@ -382,3 +382,60 @@ func TestChartNetworkPolicy(t *testing.T) {
 		t.Errorf("externalData mode with peers: ingress\n%s\nwant\n%s", got, want)
 	}
 }
+
+// certManager.enabled hands the webhook certificate to cert-manager: a
+// Certificate into the Secret the manager reads with its rotation off, a
+// self-signed CA of the release's own unless an issuer is given, and the CA
+// injector's annotation on both webhook configurations. The Provider's CA
+// bundle, which the injector does not write, must then be given.
+func TestChartCertManager(t *testing.T) {
+	r := render(t, "--set", "certManager.enabled=true")
+	d, err := r.managerDeployment()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(d.Spec.Template.Spec.Containers[0].Args, "--disable-cert-rotation") {
+		t.Errorf("manager flags %q, want --disable-cert-rotation", d.Spec.Template.Spec.Containers[0].Args)
+	}
+	if _, err := r.Object("Secret", "quotakeeper-webhook-server-cert"); err == nil {
+		t.Error("the chart renders the certificate's Secret, which cert-manager writes")
+	}
+	serving, err := r.Object("Certificate", "quotakeeper-serving-cert")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "map[dnsNames:[quotakeeper-webhook-service." + ChartNamespace + ".svc quotakeeper-webhook-service." + ChartNamespace + ".svc.cluster.local] " +
+		"duration:2160h issuerRef:map[kind:Issuer name:quotakeeper-ca] privateKey:map[algorithm:ECDSA rotationPolicy:Always size:256] " +
+		"renewBefore:360h secretName:quotakeeper-webhook-server-cert usages:[server auth digital signature]]"
+	if got := fmt.Sprint(serving.Object["spec"]); got != want {
+		t.Errorf("Certificate quotakeeper-serving-cert spec\n%s\nwant\n%s", got, want)
+	}
+	for _, o := range []struct{ kind, name string }{{"Issuer", "quotakeeper-selfsigned"}, {"Certificate", "quotakeeper-ca"}, {"Issuer", "quotakeeper-ca"}} {
+		if _, err := r.Object(o.kind, o.name); err != nil {
+			t.Errorf("no issuer given: %v", err)
+		}
+	}
+	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
+		for _, w := range r.Kinds(kind) {
+			if got := w.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != ChartNamespace+"/quotakeeper-serving-cert" {
+				t.Errorf("%s %s: inject-ca-from %q", kind, w.GetName(), got)
+			}
+		}
+	}
+
+	own := render(t, "--set", "certManager.enabled=true,certManager.issuerRef.name=corp-ca,certManager.issuerRef.kind=ClusterIssuer")
+	if _, err := own.Object("Issuer", "quotakeeper-ca"); err == nil {
+		t.Error("an issuer given: the chart still renders its own CA")
+	}
+	if serving, err = own.Object("Certificate", "quotakeeper-serving-cert"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(serving.Object["spec"].(map[string]any)["issuerRef"]); got != "map[kind:ClusterIssuer name:corp-ca]" {
+		t.Errorf("an issuer given: issuerRef %s", got)
+	}
+
+	_, err = RenderQuotakeeperChart(helmOrSkip(t), "--set", "certManager.enabled=true,admission=externalData")
+	if err == nil || !strings.Contains(err.Error(), "certManager.enabled with admission=externalData needs externalData.caBundle") {
+		t.Errorf("cert-manager in the External Data mode without the Provider's CA: %v, want the chart to refuse", err)
+	}
+}

@@ -24,7 +24,9 @@ func ServingCertificate(notAfter time.Time) { servingCertificate.Store(notAfter.
 type servingCertificateCollector struct{}
 
 // Describe implements prometheus.Collector.
-func (servingCertificateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- servingCertificateExpiry }
+func (servingCertificateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- servingCertificateExpiry
+}
 
 // Collect implements prometheus.Collector.
 func (servingCertificateCollector) Collect(ch chan<- prometheus.Metric) {

@@ -449,9 +449,12 @@ func (l *Ledger) writeLease(ctx context.Context, key BucketKey, le *lease) error
 		target = 0
 		lim, contribs, limErr := limitFor(l.grants, key)
 		if limErr == nil {
-			limit = lim
-			b.Limit, b.Grants = lim, contribs
-			u, err := Bucket{Limit: lim, Allocated: b.Allocated, Reservations: b.Reservations}.Usage()
+			// As a reserving write: the lower of the cache's limit and
+			// the recorded one (target.limitIn), recorded only on a
+			// bucket that records none.
+			limit = limitIn(b, lim)
+			recordNewLimit(b, lim, contribs)
+			u, err := Bucket{Limit: limit, Allocated: b.Allocated, Reservations: b.Reservations}.Usage()
 			if err == nil && !closing && u.Available > 0 {
 				target = u.Available / ls.opts.Share
 				if target/ls.opts.MinCreates < max(unit, 1) { // target < MinCreates × unit, without overflow

@@ -128,13 +128,50 @@ func (t target) previous() *Reservation {
 	return t.replaced.Load()
 }
 
-// setLimit records the call's limit on b; an unknown limit leaves b's.
-func (t target) setLimit(b *Bucket) {
-	if t.limitErr != nil {
+// limitIn is the limit a reserving write decides b against, given the one
+// the writer's grant cache gives (cached): the lower of that and the one b
+// records (limitRecorded). A replica whose cache has not yet seen a lowered
+// grant is held to the limit the bucket already records, and a replica that
+// has seen it holds everyone to it at once; a raised grant binds once the
+// bucket records it (the grant controller's Refresh, on the leader, within
+// milliseconds of the change) and the writer's cache has it.
+func limitIn(b *Bucket, cached int64) int64 {
+	if !limitRecorded(b) {
+		return cached
+	}
+	return min(cached, b.Limit)
+}
+
+// recordNewLimit records limit and contribs on a bucket that records no
+// limit yet (the first write of a bucket the grant controller has not
+// created). Only the leader's Refresh and Observe rewrite a recorded limit:
+// a writer with a stale grant cache must not put a lowered limit back up
+// (the grant-change window, docs/design/model.md).
+func recordNewLimit(b *Bucket, limit int64, contribs []GrantContribution) {
+	if limitRecorded(b) {
 		return
 	}
-	b.Limit = t.limit
-	b.Grants = slices.Clone(t.grants)
+	b.Limit = limit
+	b.Grants = slices.Clone(contribs)
+}
+
+// limitIn is limitIn with the call's limit.
+func (t target) limitIn(b *Bucket) int64 { return limitIn(b, t.limit) }
+
+// recordNewLimit is recordNewLimit with the call's limit; an unknown limit
+// records nothing.
+func (t target) recordNewLimit(b *Bucket) {
+	if t.limitErr == nil {
+		recordNewLimit(b, t.limit, t.grants)
+	}
+}
+
+// limitRecorded reports whether some write recorded a limit on b: a grant
+// contributed, or the limit is above zero. A bucket all of whose grants are
+// gone records none, as a new one, so its first reserving write decides by
+// its own cache: that one case keeps the window.
+func limitRecorded(b *Bucket) bool {
+	return b.Grants != nil || b.Limit != 0
 }
 
 // targets validates the claim, merges requests for the same bucket (summing

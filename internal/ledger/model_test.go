@@ -96,16 +96,37 @@ func refUsage(b *refBucket, limit int64, without ...string) ledger.Usage {
 	return u
 }
 
-// write returns the bucket, creating it, with its limit recomputed: what every
-// ledger write does.
+// write returns the bucket, creating it, with the current limit recorded
+// if it records none yet: what a reserving or releasing write does. Only
+// refresh and observe (record) rewrite a recorded limit.
 func (m *refModel) write(key ledger.BucketKey) *refBucket {
 	b := m.buckets[key]
 	if b == nil {
 		b = &refBucket{res: map[string]refRes{}}
 		m.buckets[key] = b
 	}
+	if b.grants == nil && b.limit == 0 {
+		b.limit, b.grants = m.limit(key)
+	}
+	return b
+}
+
+// record is write with the current limit recorded whatever the bucket
+// held: the leader's Refresh and Observe.
+func (m *refModel) record(key ledger.BucketKey) *refBucket {
+	b := m.write(key)
 	b.limit, b.grants = m.limit(key)
 	return b
+}
+
+// decidingLimit is the limit a reserving write decides against: the lower
+// of the current grants' and the one the bucket records, if it records one.
+func (m *refModel) decidingLimit(key ledger.BucketKey) int64 {
+	limit, _ := m.limit(key)
+	if b := m.buckets[key]; b != nil && (b.grants != nil || b.limit != 0) {
+		return min(limit, b.limit)
+	}
+	return limit
 }
 
 func (m *refModel) holds(key ledger.BucketKey, id string) bool {
@@ -165,7 +186,7 @@ func (m *refModel) reserve(c ledger.Claim) ledger.Decision {
 	st := make([]state, len(ts))
 	all := true
 	for i, t := range ts {
-		limit, _ := m.limit(t.key)
+		limit := m.decidingLimit(t.key)
 		u := refUsage(m.buckets[t.key], limit)
 		held := m.holds(t.key, c.ID)
 		take := t.req.Amount
@@ -331,7 +352,7 @@ func (m *refModel) observe(key ledger.BucketKey, obs ledger.Observation) {
 		m.stats["observe-unchanged"]++
 		return
 	}
-	b := m.write(key)
+	b := m.record(key)
 	b.alloc, b.count, b.byNs = obs.Allocated, obs.Count, maps.Clone(obs.ByNamespace)
 	for _, id := range removed {
 		delete(b.res, id)
@@ -355,7 +376,7 @@ func (m *refModel) refresh(key ledger.BucketKey) {
 	b := m.buckets[key]
 	if b == nil {
 		if limit != 0 || len(contribs) != 0 {
-			m.write(key)
+			m.record(key)
 		}
 		return
 	}

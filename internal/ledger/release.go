@@ -30,7 +30,7 @@ func (l *Ledger) Release(ctx context.Context, claim Claim) error {
 				return errUnchanged
 			}
 			delete(b.Reservations, claim.ID)
-			t.setLimit(b)
+			t.recordNewLimit(b)
 			return nil
 		})
 		if err != nil && !errors.Is(err, errUnchanged) {
@@ -58,8 +58,8 @@ func (l *Ledger) Undo(ctx context.Context, t Taken) error {
 			return nil
 		}
 	}
-	// The limits are the grants' now, as every write records them; one
-	// that cannot be computed leaves the bucket's (setLimit).
+	// Undoing rewrites no recorded limit: only the leader's Refresh and
+	// Observe do (recordNewLimit).
 	all, err := l.targets(t.claim)
 	if err != nil {
 		return err

@@ -215,7 +215,8 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, w write) (t
 		// once the take succeeds, so a failing mutate leaves b as it was given
 		// (a batching store may then skip copying per caller).
 		view := *b
-		view.Limit = t.limit
+		limit := t.limitIn(b)
+		view.Limit = limit
 		// A claim ID already held is a replay (Gatekeeper's retry, another
 		// replica): granted, nothing added, the reservation not extended.
 		// Unless it asks for more than is held: two quota constraints
@@ -244,17 +245,17 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, w write) (t
 		if err != nil {
 			return fmt.Errorf("bucket %s: allocated+reserved+requested: %w", t.name, err)
 		}
-		if need > t.limit {
+		if need > limit {
 			return &RefusedError{
 				Bucket: t.name, Key: t.key, ResourceType: t.req.ResourceType, Requested: t.req.Amount,
 				Limit: before.Limit, Allocated: before.Allocated, Reserved: before.Reserved, Available: before.Available,
 			}
 		}
-		available, err := Sub(t.limit, need)
+		available, err := Sub(limit, need)
 		if err != nil {
 			return fmt.Errorf("bucket %s: %w", t.name, err)
 		}
-		out.after = Usage{Limit: t.limit, Allocated: before.Allocated, Reserved: before.Reserved, Available: available}
+		out.after = Usage{Limit: limit, Allocated: before.Allocated, Reserved: before.Reserved, Available: available}
 		next := Reservation{ClaimID: claim.ID, Object: claim.Object, Amount: t.req.Amount, Total: t.req.Total, ExpiresAt: w.expires}
 		if isHeld {
 			if later {
@@ -274,7 +275,7 @@ func (l *Ledger) takeOne(ctx context.Context, claim Claim, t target, w write) (t
 		if isHeld {
 			t.replaced.Store(&held)
 		}
-		t.setLimit(b)
+		t.recordNewLimit(b)
 		switch {
 		case compact != nil:
 			b.Reservations = compact
@@ -339,7 +340,7 @@ func (l *Ledger) removeOwn(ctx context.Context, claimID string, expires time.Tim
 			} else {
 				delete(b.Reservations, claimID)
 			}
-			t.setLimit(b)
+			t.recordNewLimit(b)
 			return nil
 		})
 		if err != nil && !errors.Is(err, errUnchanged) {
@@ -359,7 +360,8 @@ func (l *Ledger) peek(ctx context.Context, claimID string, t target) (Usage, boo
 	if !ok {
 		b = Bucket{Key: t.key}
 	}
-	b.Limit = t.limit
+	limit := t.limitIn(&b)
+	b.Limit = limit
 	held, isHeld := b.Reservations[claimID]
 	if isHeld && !laterUpdate(held, t.req) {
 		if held.Amount >= t.req.Amount {
@@ -376,7 +378,7 @@ func (l *Ledger) peek(ctx context.Context, claimID string, t target) (Usage, boo
 		return Usage{}, false, fmt.Errorf("bucket %s: %w", t.name, err)
 	}
 	need, err := Add(u.Allocated+u.Reserved, t.req.Amount)
-	return u, err == nil && need <= t.limit, nil
+	return u, err == nil && need <= limit, nil
 }
 
 // withoutClaim is reservations without claimID's, copied: the bucket's own

@@ -54,9 +54,13 @@ func TestOverflowingGrantsNeverWedgeCleanup(t *testing.T) {
 			b.Limit, b.Grants, b.Allocated, b.Reservations)
 	}
 
-	// Once the set is computable again, the next write records its limit.
+	// Once the set is computable again, the grant controller's Refresh
+	// records its limit, and reserving writes decide by it.
 	f.grants.Delete("ns/b#0")
 	f.grant(t, "ns/b#0", project("p"), rtProjects, 3, nil)
+	if _, err := f.ledger.Refresh(f.ctx, projectsKey); err != nil {
+		t.Fatal(err)
+	}
 	if d := mustReserve(t, f, claim("new", req(project("p"), rtProjects, 6, nil))); !d.Granted {
 		t.Fatalf("reserve after the grants are fixed denied: %s", d.Message())
 	}

@@ -55,8 +55,9 @@
  *     writes a new sum, seen later, which only delays its free), and only
  *     the synchronous reserve compacts;
  *   - grant caches are current: the grant change reaches every writer at
- *     once (-DSTALE_GRANTS gives each writer a cache of its own: the
- *     window docs/design/model.md describes).
+ *     once; the stale-grants scopes (-DSTALE_GRANTS) give each writer a
+ *     cache of its own and the bucket a recorded limit, and check LIMIT as
+ *     a lowered grant binds once known (below).
  *
  * The scope: up to 2 replicas with leases (LEASERS), 3 or 4 objects (NOBJ),
  * 4 sum slots, one grant change, one restart (none with -DNORESTART), one
@@ -64,7 +65,7 @@
  * are -D settings too. hack/model/check.sh lists the scopes make model and
  * make test check, and the seeded bugs (-DBUG_...) each must fail; so must
  * each assumption relaxed: -DDEADLINE=3 (a request stored after the TTL),
- * -DSLOW_OBSERVER (an observer more than a TTL behind), -DSTALE_GRANTS.
+ * -DSLOW_OBSERVER (an observer more than a TTL behind).
  *
  * Each action prints one "QK ..." line: spin -t replays a counterexample as
  * the sequence of actions (make model), and the conformance test drives the
@@ -209,6 +210,38 @@ byte gview[NREP + 2] = LIMIT0;   /* the replicas', the tenants' replica's (NREP)
 /* LIMIT, right after an admission */
 #define ADMITTED assert(COMMITTED <= grant)
 
+/* With -DSTALE_GRANTS each writer decides from a grant cache of its own,
+ * and the bucket records a limit (blimit): the leader's writes (the
+ * observer's Observe and the grant controller's Refresh, here the observer)
+ * record its cache's; a reserving write decides by the lower of its
+ * cache's and the recorded one, and records none (ledger.limitIn). LIMIT
+ * then reads: a synchronous admission honours a lowered grant once the
+ * bucket records it or the deciding writer's cache has it; an admission
+ * inside a lease, which reads no bucket, once the replica's cache has it.
+ * Before that, the old grant: the window a change takes to reach anyone.
+ * BUG_LIMIT_FROM_CACHE is the ledger before the fence: every writer
+ * decides by, and records, its own cache's limit. */
+#ifdef STALE_GRANTS
+byte blimit = LIMIT0;
+bit bknown;             /* ghost: the bucket has recorded the lowered grant */
+#define RECORD_OBS blimit = VIEW(OBS); bknown = bknown || (lowered && blimit == grant)
+#ifdef BUG_LIMIT_FROM_CACHE
+#define EFF(w) VIEW(w)
+#define RECORD(w) blimit = VIEW(w); bknown = bknown || (lowered && blimit == grant)
+#else
+#define EFF(w) ((blimit < VIEW(w)) -> blimit : VIEW(w))
+#define RECORD(w) skip
+#endif
+#define ADMITTED_SYNC(w) assert(COMMITTED <= ((bknown || VIEW(w) == grant) -> grant : LIMIT0))
+#define ADMITTED_LEASED(w) assert(COMMITTED <= ((VIEW(w) == grant) -> grant : LIMIT0))
+#else
+#define RECORD_OBS skip
+#define EFF(w) VIEW(w)
+#define RECORD(w) skip
+#define ADMITTED_SYNC(w) ADMITTED
+#define ADMITTED_LEASED(w) ADMITTED
+#endif
+
 /* the bucket as a write left it: the conformance test compares the real
  * ledger's bucket with this line after every write */
 inline printBucket() {
@@ -246,6 +279,7 @@ inline compact(keep) {
  * tally now accounts for folded, with the limit from the writer's grants */
 inline observe() {
 	alloc = TALLY;
+	RECORD_OBS;
 	for (ix : 0 .. NOBJ - 1) {
 		if :: seenAmt[ix] > 0 -> printf("QK counted obj=%d generation=%d amount=%d\n", ix, seenGen[ix], seenAmt[ix]) :: else fi
 	}
@@ -263,13 +297,14 @@ inline observe() {
 	:: atomic { now < MAXT && ost[o] == LIVE && !grown[o] && upd[o] == 0 -> \
 		grown[o] = 1; \
 		if \
-		:: alloc + RESERVED + 1 <= VIEW(WORLD) -> \
+		:: alloc + RESERVED + 1 <= EFF(WORLD) -> \
 			gres[o] = 1; gtot[o] = 2; gttl[o] = TTL; \
 			ggen[o] = ogen[o] + (1 - o % 2); \
 			upd[o] = 2; udl[o] = DEADLINE; \
+			RECORD(WORLD); \
 			printf("QK grow obj=%d generation=%d amount=1 total=2 granted=1 t=%d\n", o, ggen[o], now); \
 			printBucket(); \
-			ADMITTED \
+			ADMITTED_SYNC(WORLD) \
 		:: else -> \
 			printf("QK grow obj=%d generation=%d amount=1 total=2 granted=0 t=%d\n", o, ogen[o] + (1 - o % 2), now) \
 		fi }
@@ -354,13 +389,14 @@ active proctype world() {
 	:: atomic { now < MAXT && next < NOBJ ->
 		o = next; next++;
 		if
-		:: alloc + RESERVED + 1 <= VIEW(WORLD) ->
+		:: alloc + RESERVED + 1 <= EFF(WORLD) ->
 			res[o] = 1; rttl[o] = TTL;
 			ost[o] = INFL; oamt[o] = 1; odl[o] = DEADLINE;
+			RECORD(WORLD);
 			printf("QK reserve obj=%d amount=1 granted=1 t=%d\n", o, now);
 			compact(o);
 			printBucket();
-			ADMITTED
+			ADMITTED_SYNC(WORLD)
 		:: else ->
 			ost[o] = GONE;
 			printf("QK reserve obj=%d amount=1 granted=0 t=%d\n", o, now)
@@ -375,10 +411,10 @@ active proctype world() {
 	/* the one grant change */
 	:: atomic { now < MAXT && !lowered -> lowered = 1; grant = LIMIT1; printf("QK grant limit=%d\n", grant) }
 #ifdef STALE_GRANTS
-	:: atomic { lowered && gview[0] != grant -> gview[0] = grant }
-	:: atomic { lowered && gview[1] != grant -> gview[1] = grant }
-	:: atomic { lowered && gview[2] != grant -> gview[2] = grant }
-	:: atomic { lowered && gview[3] != grant -> gview[3] = grant }
+	:: atomic { lowered && gview[0] != grant -> gview[0] = grant; printf("QK cache w=0 limit=%d\n", grant) }
+	:: atomic { lowered && gview[1] != grant -> gview[1] = grant; printf("QK cache w=1 limit=%d\n", grant) }
+	:: atomic { lowered && gview[2] != grant -> gview[2] = grant; printf("QK cache w=2 limit=%d\n", grant) }
+	:: atomic { lowered && gview[3] != grant -> gview[3] = grant; printf("QK cache w=3 limit=%d\n", grant) }
 #endif
 	:: atomic { (now < MAXT || TIMING) && ALL_OBJ(TICK_OK) && !rebuilding ->
 		tick(); printf("QK tick t=%d\n", now) }
@@ -396,9 +432,10 @@ proctype replica(byte r) {
 	do
 	/* take a lease: a share of the headroom, none below the floor */
 	:: atomic { now < MAXT && !held[r] && lease[r] == 0 && !(crashed && r == 0) &&
-		alloc + RESERVED + LFLOOR <= VIEW(r) ->
+		alloc + RESERVED + LFLOOR <= EFF(r) ->
 		lease[r] = 1; lttl[r] = LTTL + SKEW;
-		held[r] = 1; rem[r] = 1; llim[r] = VIEW(r);
+		held[r] = 1; rem[r] = 1; llim[r] = EFF(r);
+		RECORD(r);
 		printf("QK lease-take r=%d amount=1 t=%d\n", r, now);
 		printBucket() }
 	/* admit a create inside it, no write: not once it could have lapsed,
@@ -408,7 +445,7 @@ proctype replica(byte r) {
 		rem[r]--; unrec[r] = unrec[r] | (1 << o);
 		ost[o] = INFL; oamt[o] = 1; odl[o] = DEADLINE;
 		printf("QK lease-admit r=%d obj=%d t=%d\n", r, o, now);
-		ADMITTED }
+		ADMITTED_LEASED(r) }
 	/* record what it admitted as reservations, renewing the lease (or, once
 	 * it may have lapsed or the replica shuts down, giving it back), in one
 	 * write: when it admitted something, when the lease is due for renewal,
@@ -421,6 +458,7 @@ proctype replica(byte r) {
 			fi
 		}
 		unrec[r] = 0;
+		RECORD(r);
 		if
 		:: lttl[r] > SKEW + 1 && now < MAXT ->
 			lease[r] = rem[r]; lttl[r] = LTTL + SKEW;
@@ -483,6 +521,10 @@ active proctype observer() {
 	:: atomic { !rebuilding && (alloc != TALLY || ANY_OBJ(FOLDABLE)) ->
 		observe(); printf("QK observe allocated=%d t=%d\n", alloc, now); printBucket() }
 	EACH_OBJ(EXPIRE)
+#ifdef STALE_GRANTS
+	/* the grant controller's Refresh: the leader records its cache's limit */
+	:: atomic { blimit != VIEW(OBS) -> RECORD_OBS; printf("QK refresh limit=%d\n", blimit) }
+#endif
 	/* the barrier: once BARRIER has passed since a sum was first seen, read
 	 * the cluster's revision ... */
 	:: atomic { !rebuilding && !barOn && ANY_SUM(ELIGIBLE) ->

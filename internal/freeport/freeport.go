@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // below is the first port the kernel hands out as the source of an
@@ -37,17 +39,25 @@ const first = 20000
 var (
 	mu     sync.Mutex
 	handed = map[int]bool{}
+	// claims hold, open and locked for the life of the process, the lock
+	// files of the ports it handed out.
+	claims []*os.File
 )
 
 // Get returns a port nobody listens on now, below the ephemeral range and
-// never the same twice in one process (another process may still take it
-// before the one it is meant for binds it, but none picks it by chance).
+// never the same twice in one process, nor in two that run at once: each
+// port handed out is claimed with a lock on a file named for it under
+// os.TempDir()/quotakeeper-freeport, held until the process exits (the
+// kernel drops it then, however the process ends). CI runs several test
+// binaries side by side, each starting a cluster of many processes; without
+// the claim, two could pick the same port between one's check and its
+// server's bind ("address already in use" at a cluster's start).
 func Get() (int, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	for range 200 {
 		port := first + rand.IntN(below()-first)
-		if handed[port] {
+		if handed[port] || !claim(port) {
 			continue
 		}
 		// Free on every address: some of the processes listen on ":port".
@@ -60,4 +70,24 @@ func Get() (int, error) {
 		return port, nil
 	}
 	return 0, errors.New("freeport: no free port below the ephemeral range after 200 tries")
+}
+
+// claim takes port's lock file for this process, or reports that another
+// process holds it. A claim it cannot make for want of the directory is
+// skipped, not fatal: the port is still checked free.
+func claim(port int) bool {
+	dir := filepath.Join(os.TempDir(), "quotakeeper-freeport")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return true
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return true
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return false
+	}
+	claims = append(claims, f)
+	return true
 }

@@ -22,11 +22,16 @@
 // Quota is counted in buckets. A bucket is identified by a BucketKey: the
 // consumer (a Project, an Organization, ...), the resource type, and the
 // request's dimensions in canonical label form. A bucket's limit is not
-// configured on the bucket: on every write the ledger recomputes it from the
-// GrantSource as the overflow-checked sum of the amounts of all grants for
-// the same consumer and resource type whose selector matches the bucket's
+// configured on the bucket: the ledger computes it from the GrantSource as
+// the overflow-checked sum of the amounts of all grants for the same
+// consumer and resource type whose selector matches the bucket's
 // dimensions. Grants are additive. The contributing grants are stored with the
-// limit so the number can be explained. Lowering a limit never revokes
+// limit so the number can be explained. Refresh and Observe (the leader's
+// writes) record the limit their GrantSource gives; any other write records
+// one only on a bucket that records none yet, and a reservation is decided
+// by the lower of the recorded limit and the writer's own (limitIn): a
+// writer whose grant cache lags a lowered grant is held to it once the
+// bucket records it, and never writes the old limit back. Lowering a limit never revokes
 // usage or reservations; it only blocks new ones, and a bucket may sit above
 // its limit until usage drains. Observed usage is stored as observed, even
 // above the limit: it is the truth about objects that exist.

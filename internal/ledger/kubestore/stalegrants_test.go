@@ -2,7 +2,6 @@ package kubestore_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/quotakeeper/quotakeeper/internal/ledger"
@@ -45,24 +44,7 @@ func TestStaleReplicaHeldToTheRecordedLimit(t *testing.T) {
 	if _, err := leader.Refresh(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	granted := 0
-	for range 20 {
-		wg.Go(func() {
-			d, err := replica.Reserve(ctx, claim(unique("after"), req(acme, 1)))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if d.Granted {
-				mu.Lock()
-				granted++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	granted := reserveAtOnce(ctx, t, replica, acme, unique("after"), 20)
 	if granted != 1 {
 		t.Errorf("the stale replica granted %d of 20 creates after the grant was lowered to 3 with 2 held, want 1", granted)
 	}

@@ -176,28 +176,7 @@ func TestGroupCommit(t *testing.T) {
 	store := kubestore.New(newClient(t), kubestore.Options{})
 	l := ledger.New(store, grants)
 
-	const n = 64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	granted := 0
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			d, err := l.Reserve(ctx, claim(fmt.Sprintf("gc-%d", i), req(acme, 1)))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if d.Granted {
-				mu.Lock()
-				granted++
-				mu.Unlock()
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
+	granted := reserveAtOnce(ctx, t, l, acme, "gc", 64)
 	if granted != 40 {
 		t.Fatalf("granted %d, want exactly the limit 40", granted)
 	}
@@ -208,6 +187,31 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("%d status writes for 40 reservations: group commit did not batch", writes)
 	}
 	t.Logf("%d reservations in %d status writes", granted, writes)
+}
+
+// reserveAtOnce reserves 1 for consumer under n claims named prefix-<i>,
+// from n goroutines released together, and returns how many were granted.
+func reserveAtOnce(ctx context.Context, t *testing.T, l *ledger.Ledger, consumer ledger.Consumer, prefix string, n int) int {
+	t.Helper()
+	var wg sync.WaitGroup
+	var granted atomic.Int64
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			d, err := l.Reserve(ctx, claim(fmt.Sprintf("%s-%d", prefix, i), req(consumer, 1)))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.Granted {
+				granted.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return int(granted.Load())
 }
 
 // A bucket's group-commit queue (and the object it keeps) is dropped once

@@ -52,6 +52,8 @@ var manager = localcluster.ManagerServiceAccount.UserName()
 // access is one question put to the authorizer and the answer we want.
 type access struct {
 	user, verb, resource, subresource, namespace string
+	// name: one object by name (resourceNames); "" asks about all.
+	name string
 	// core: a resource of the core ("") group; otherwise apiGroup, or
 	// quota.miloapis.com when that is empty.
 	core     bool
@@ -67,6 +69,9 @@ func (a access) String() string {
 	where := "cluster-wide"
 	if a.namespace != "" {
 		where = "in " + a.namespace
+	}
+	if a.name != "" {
+		r += " " + a.name
 	}
 	return fmt.Sprintf("%s %s %s %s", a.user, a.verb, r, where)
 }
@@ -312,7 +317,7 @@ func check(ctx context.Context, c client.Client, a access) error {
 		User:   a.user,
 		Groups: []string{"system:authenticated"},
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: a.namespace, Verb: a.verb, Group: group, Resource: a.resource, Subresource: a.subresource,
+			Namespace: a.namespace, Verb: a.verb, Group: group, Resource: a.resource, Subresource: a.subresource, Name: a.name,
 		},
 	}}
 	if a.core {

@@ -143,10 +143,21 @@ func (c *Cluster) metricsReaderToken(ctx context.Context) (string, error) {
 		}
 	}
 	// A week: longer than any test run or ordinary make run session.
-	expiry := int64((7 * 24 * time.Hour).Seconds())
+	token, err := ServiceAccountToken(ctx, c.Client, sa, 7*24*time.Hour)
+	if err != nil {
+		return "", fmt.Errorf("metrics reader: %w", err)
+	}
+	return token, nil
+}
+
+// ServiceAccountToken requests a token for sa valid for ttl (the
+// TokenRequest API), as a pod's projected token: what a bearer-token client
+// such as Prometheus presents.
+func ServiceAccountToken(ctx context.Context, c client.Client, sa *corev1.ServiceAccount, ttl time.Duration) (string, error) {
+	expiry := int64(ttl.Seconds())
 	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}
-	if err := c.Client.SubResource("token").Create(ctx, sa, req); err != nil {
-		return "", fmt.Errorf("metrics reader token: %w", err)
+	if err := c.SubResource("token").Create(ctx, sa, req); err != nil {
+		return "", fmt.Errorf("token of ServiceAccount %s/%s: %w", sa.Namespace, sa.Name, err)
 	}
 	return req.Status.Token, nil
 }

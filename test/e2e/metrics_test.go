@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -135,14 +134,13 @@ func TestManagerMetricsNeedAnAuthorizedToken(t *testing.T) {
 	}
 	stranger := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: localcluster.MetricsReader.Namespace, Name: "e2e-metrics-stranger"}}
 	create(t, stranger)
-	expiry := int64(600)
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}
-	if err := cluster.Client.SubResource("token").Create(ctx, stranger, req); err != nil {
+	strangerToken, err := localcluster.ServiceAccountToken(ctx, cluster.Client, stranger, 10*time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for who, c := range map[string]struct{ token, want string }{
 		"no token":                   {"", "401 Unauthorized"},
-		"a ServiceAccount not bound": {req.Status.Token, "403 Forbidden"},
+		"a ServiceAccount not bound": {strangerToken, "403 Forbidden"},
 	} {
 		p := &localcluster.Process{Name: "quotakeeper-manager", Metrics: cluster.Manager.Metrics, MetricsCA: cluster.Manager.MetricsCA, MetricsToken: c.token}
 		if _, err := p.Scrape(ctx); err == nil || !strings.Contains(err.Error(), c.want) {

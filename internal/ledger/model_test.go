@@ -96,6 +96,10 @@ func refUsage(b *refBucket, limit int64, without ...string) ledger.Usage {
 	return u
 }
 
+// recorded reports whether some write recorded a limit on b (a grant
+// contributed, or the limit is above zero), as the ledger's limitRecorded.
+func (b *refBucket) recorded() bool { return b.grants != nil || b.limit != 0 }
+
 // write returns the bucket, creating it, with the current limit recorded
 // if it records none yet: what a reserving or releasing write does. Only
 // refresh and observe (record) rewrite a recorded limit.
@@ -105,7 +109,7 @@ func (m *refModel) write(key ledger.BucketKey) *refBucket {
 		b = &refBucket{res: map[string]refRes{}}
 		m.buckets[key] = b
 	}
-	if b.grants == nil && b.limit == 0 {
+	if !b.recorded() {
 		b.limit, b.grants = m.limit(key)
 	}
 	return b
@@ -123,7 +127,7 @@ func (m *refModel) record(key ledger.BucketKey) *refBucket {
 // of the current grants' and the one the bucket records, if it records one.
 func (m *refModel) decidingLimit(key ledger.BucketKey) int64 {
 	limit, _ := m.limit(key)
-	if b := m.buckets[key]; b != nil && (b.grants != nil || b.limit != 0) {
+	if b := m.buckets[key]; b != nil && b.recorded() {
 		return min(limit, b.limit)
 	}
 	return limit

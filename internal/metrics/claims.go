@@ -66,14 +66,14 @@ func (c *ClaimCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(claimsPendingOldest, prometheus.GaugeValue, oldest.Seconds())
 }
 
-// pendingClaims counts the claims that wait for a decision at now and
-// returns the age of the oldest: a claim the claim controller decides (not
-// a view), not being deleted, without a decision for its generation.
+// pendingClaims counts the claims (views left out by the list's selector)
+// that wait for a decision at now and returns the age of the oldest: a
+// claim not being deleted, without a decision for its generation.
 func pendingClaims(claims []quotav1alpha1.ResourceClaim, now time.Time) (int, time.Duration) {
 	n, oldest := 0, time.Duration(0)
 	for i := range claims {
 		c := &claims[i]
-		if quotav1alpha1.IsView(c.Labels) || c.DeletionTimestamp != nil || c.Decided() {
+		if c.DeletionTimestamp != nil || c.Decided() {
 			continue
 		}
 		n++

@@ -35,6 +35,8 @@ type Process struct {
 	MetricsCA    []byte
 
 	mu sync.Mutex
+	// metricsClient is Scrape's client with MetricsCA (scrapeClient).
+	metricsClient *http.Client
 	// pid leads the process group; zero before the first start.
 	pid  int
 	done chan struct{}

@@ -24,16 +24,10 @@ func (p *Process) Scrape(ctx context.Context) (Metrics, error) {
 		return nil, err
 	}
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	client := http.DefaultClient
 	if p.MetricsToken != "" {
 		req.Header.Set("Authorization", "Bearer "+p.MetricsToken)
 	}
-	if p.MetricsCA != nil {
-		roots := x509.NewCertPool()
-		roots.AppendCertsFromPEM(p.MetricsCA)
-		client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
-	}
-	resp, err := client.Do(req)
+	resp, err := p.scrapeClient().Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", p.Name, err)
 	}
@@ -46,6 +40,23 @@ func (p *Process) Scrape(ctx context.Context) (Metrics, error) {
 		return nil, fmt.Errorf("scrape %s: %w", p.Name, err)
 	}
 	return m, nil
+}
+
+// scrapeClient is the client Scrape uses: with MetricsCA one that trusts
+// it, made once per process so its connections are reused rather than a
+// transport (and its idle connections) left behind by every scrape.
+func (p *Process) scrapeClient() *http.Client {
+	if p.MetricsCA == nil {
+		return http.DefaultClient
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.metricsClient == nil {
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(p.MetricsCA)
+		p.metricsClient = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}}
+	}
+	return p.metricsClient
 }
 
 // ParseMetrics reads Prometheus's text format.
